@@ -1,0 +1,159 @@
+"""Settings shared by the CLI, the flake8 plugin and the codemod.
+
+Read once from ``[tool.gradmode]`` in pyproject.toml (flake8 only reads INI
+files, so we read pyproject ourselves); command-line options override it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.9/3.10 only
+    import tomli as tomllib
+
+DEFAULT_PATH_PATTERNS = (
+    "*warmup*",
+    "*warm_up*",
+    "*autotune*",
+    "*capture*",
+    "*cuda_graph*",
+    "*graph_capture*",
+    "*dummy_run*",
+    "*profile_run*",
+    "*kernel_warmup*",
+)
+DEFAULT_CLASS_PATTERNS = ("*GraphRunner", "*CudaGraph*", "*Autotuner")
+SERVING_GRAD_MODES = ("no_grad", "inference_mode")
+DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".tox", ".venv", "venv", "__pycache__", ".gradmode_cache", "node_modules")
+
+
+class ConfigError(ValueError):
+    """A setting is missing, misspelt or has the wrong type."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    path_patterns: tuple[str, ...] = DEFAULT_PATH_PATTERNS
+    class_patterns: tuple[str, ...] = DEFAULT_CLASS_PATTERNS
+    module_globs: tuple[str, ...] = ()
+    serving_grad_mode: str = "no_grad"
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+
+    def __post_init__(self) -> None:
+        if self.serving_grad_mode not in SERVING_GRAD_MODES:
+            raise ConfigError(
+                f"serving-grad-mode must be one of {', '.join(SERVING_GRAD_MODES)}, "
+                f"not {self.serving_grad_mode!r}"
+            )
+
+    def is_selected(self, code: str) -> bool:
+        """Prefix matching as in flake8/ruff: the longest matching prefix wins, ignore wins ties."""
+
+        def longest(prefixes: tuple[str, ...]) -> int:
+            return max((len(p) for p in prefixes if code.startswith(p)), default=-1)
+
+        selected = longest(self.select) if self.select else 0
+        return selected >= 0 and longest(self.ignore) < selected if self.ignore else selected >= 0
+
+    def fingerprint(self) -> str:
+        """Stable hash of everything that can change a file's findings (for the cache)."""
+        data = dataclasses.asdict(self)
+        data.pop("exclude")
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def replace(self, **changes: Any) -> "Config":
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+_KEYS = {
+    "path-patterns": "path_patterns",
+    "extend-path-patterns": "extend_path_patterns",
+    "class-patterns": "class_patterns",
+    "extend-class-patterns": "extend_class_patterns",
+    "module-globs": "module_globs",
+    "serving-grad-mode": "serving_grad_mode",
+    "select": "select",
+    "ignore": "ignore",
+    "exclude": "exclude",
+    "extend-exclude": "extend_exclude",
+}
+
+
+def find_pyproject(start: Path) -> Optional[Path]:
+    """The nearest pyproject.toml at or above ``start`` that has [tool.gradmode]."""
+    start = start.resolve()
+    for folder in [start, *start.parents] if start.is_dir() else start.parents:
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue
+            if "gradmode" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def _as_tuple(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"[tool.gradmode] {key} must be a list of strings")
+    return tuple(value)
+
+
+def config_from_mapping(table: dict[str, Any], base: Config = Config()) -> Config:
+    changes: dict[str, Any] = {}
+    extend: dict[str, tuple[str, ...]] = {}
+    for raw_key, value in table.items():
+        key = _KEYS.get(raw_key.replace("_", "-"))
+        if key is None:
+            raise ConfigError(f"unknown [tool.gradmode] setting {raw_key!r} (known: {', '.join(sorted(_KEYS))})")
+        if key == "serving_grad_mode":
+            if not isinstance(value, str):
+                raise ConfigError("[tool.gradmode] serving-grad-mode must be a string")
+            changes[key] = value
+        elif key.startswith("extend_"):
+            extend[key[len("extend_"):]] = _as_tuple(raw_key, value)
+        else:
+            changes[key] = _as_tuple(raw_key, value)
+    cfg = dataclasses.replace(base, **changes)
+    for key, more in extend.items():
+        cfg = dataclasses.replace(cfg, **{key: getattr(cfg, key) + more})
+    return cfg
+
+
+def load_config(pyproject: Optional[Path] = None, start: Optional[Path] = None) -> tuple[Config, Optional[Path]]:
+    """Config from ``pyproject`` (or the nearest one above ``start``/cwd)."""
+    path = pyproject or find_pyproject(start or Path.cwd())
+    if path is None:
+        return Config(), None
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from exc
+    table = data.get("tool", {}).get("gradmode", {})
+    return config_from_mapping(table), Path(path)
+
+
+def split_codes(values: Optional[Iterable[str]]) -> Optional[tuple[str, ...]]:
+    """`--select GM1,GM202` and repeated flags both work."""
+    if values is None:
+        return None
+    out: list[str] = []
+    for value in values:
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return tuple(out)
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("GRADMODE_CACHE_DIR", ".gradmode_cache"))

@@ -1,0 +1,155 @@
+"""Lint one source text: prefilter, parse once, index once, run the selected rule families.
+
+Shared by the standalone CLI, the flake8 plugin and the codemod.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import re
+import tokenize
+from typing import Optional, Union
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper
+
+from .analysis import ModuleAnalysis
+from .config import Config
+from .index import build_index
+from .model import FileError, Finding, RuleHit
+from .rules import ALL_RULES, FAMILIES
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+_NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+# A file can only produce findings if it mentions a grad-mode switch (GM1xx, GM202)
+# or a tensor factory (GM201). Anything else is skipped before parsing.
+_GRAD_MODE_TEXT = re.compile(r"inference_mode|no_grad")
+_FACTORY_TEXT = re.compile(r"\b(?:empty|zeros|ones|full)(?:_like|_strided)?\b|_like\b|\bnew_(?:empty|zeros|ones|full|tensor)")
+
+
+@dataclasses.dataclass
+class SourceFile:
+    path: str
+    text: str
+    encoding: str  # as detected: "utf-8", "utf-8-sig" (BOM), or a PEP 263 cookie
+    raw: bytes
+
+
+@dataclasses.dataclass(eq=False)
+class ModuleResult:
+    """Everything one analysis produced; ``analysis`` is None when the file was prefiltered out."""
+
+    hits: list[RuleHit]
+    module: Optional[cst.Module] = None
+    analysis: Optional[ModuleAnalysis] = None
+
+
+def read_source(path: str, max_bytes: int = MAX_FILE_BYTES) -> Union[SourceFile, FileError]:
+    """Read and decode a Python file, or say in one line why it cannot be."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return FileError(path, f"cannot read: {exc.strerror or exc}")
+    if os.path.isdir(path):
+        return FileError(path, "is a directory, not a Python file")
+    if st.st_size > max_bytes:
+        return FileError(path, f"skipped: {st.st_size} bytes is over the {max_bytes}-byte limit (--max-file-size)")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(max_bytes + 1)
+    except OSError as exc:
+        return FileError(path, f"cannot read: {exc.strerror or exc}")
+    return decode_source(path, raw)
+
+
+def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
+    if b"\x00" in raw:
+        return FileError(path, "skipped: binary file (contains NUL bytes)")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        text = raw.decode(encoding)
+    except SyntaxError as exc:  # bad or unknown coding cookie
+        return FileError(path, f"cannot decode: {exc.msg if hasattr(exc, 'msg') else exc}")
+    except (UnicodeDecodeError, LookupError) as exc:
+        where = f" at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else ""
+        return FileError(path, f"cannot decode as {encoding}{where}: not a valid source encoding (PEP 263)")
+    return SourceFile(path, text, encoding, raw)
+
+
+def might_match(text: str, config: Config) -> bool:
+    """Cheap text prefilter: False only when no selected rule can fire on ``text``."""
+    if _GRAD_MODE_TEXT.search(text) and any(config.is_selected(code) for code in ALL_RULES):
+        return True
+    return bool(_FACTORY_TEXT.search(text)) and config.is_selected("GM201")
+
+
+def parse(path: str, text: str) -> Union[cst.Module, FileError]:
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        return FileError(path, f"syntax error at line {exc.raw_line}, column {exc.raw_column + 1}: "
+                               f"{' '.join(exc.message.split())}")
+    except RecursionError:
+        return FileError(path, "cannot parse: nesting too deep")
+
+
+def analyze_module(module: cst.Module, path: str, config: Config) -> ModuleResult:
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    analysis = ModuleAnalysis(build_index(wrapper, path), config)
+    hits: list[RuleHit] = []
+    for prefix, rules, check in FAMILIES:
+        if any(config.is_selected(code) for code in rules):
+            hits.extend(hit for hit in check(analysis) if config.is_selected(hit.code))
+    hits.sort(key=lambda h: (h.line, h.col, h.code))
+    return ModuleResult(hits, module, analysis)
+
+
+def analyze_text(text: str, path: str, config: Config, prefilter: bool = True,
+                 apply_noqa: bool = True) -> Union[ModuleResult, FileError]:
+    if prefilter and not might_match(text, config):
+        return ModuleResult([])
+    module = parse(path, text)
+    if isinstance(module, FileError):
+        return module
+    try:
+        result = analyze_module(module, path, config)
+    except RecursionError:
+        return FileError(path, "cannot analyze: nesting too deep")
+    if apply_noqa:
+        result.hits = without_noqa(result.hits, text)
+    return result
+
+
+def without_noqa(hits: list[RuleHit], text: str) -> list[RuleHit]:
+    if not hits or "noqa" not in text.lower():
+        return hits
+    lines = text.splitlines()
+    kept = []
+    for hit in hits:
+        line = lines[hit.line - 1] if 0 < hit.line <= len(lines) else ""
+        match = _NOQA.search(line)
+        if match is None:
+            kept.append(hit)
+            continue
+        codes = match.group("codes")
+        if codes and not any(hit.code.startswith(c.upper()) for c in re.split(r"[,\s]+", codes) if c):
+            kept.append(hit)
+    return kept
+
+
+def to_findings(path: str, hits: list[RuleHit]) -> list[Finding]:
+    out = []
+    for hit in hits:
+        rule = ALL_RULES[hit.code]
+        fixable = "" if hit.plan is None else ("safe" if hit.plan.safe else "unsafe")
+        out.append(Finding(path, hit.line, hit.col, hit.code, hit.message, rule.severity, fixable))
+    return out
+
+
+def lint_source(source: SourceFile, config: Config, prefilter: bool = True) -> Union[list[Finding], FileError]:
+    result = analyze_text(source.text, source.path, config, prefilter=prefilter)
+    if isinstance(result, FileError):
+        return result
+    return to_findings(source.path, result.hits)

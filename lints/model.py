@@ -1,0 +1,69 @@
+"""Plain data passed between the engine, the outputs and the fixer."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import libcst as cst
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Finding:
+    """One reported problem. Picklable (crosses process boundaries and the cache)."""
+
+    path: str
+    line: int
+    col: int  # 0-based, as flake8 reports it
+    code: str
+    message: str
+    severity: str = "warning"  # "warning" | "error"
+    fixable: str = ""  # "" | "safe" | "unsafe"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileError:
+    """A file that could not be linted or fixed, with a one-line reason."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: error: {self.message}"
+
+
+@dataclasses.dataclass(eq=False)
+class FixPlan:
+    """How to rewrite the node behind a finding. Applied by ``lints.fixer``."""
+
+    action: str  # "unwrap_with" | "drop_with_item" | "replace_with_no_grad" | "null_context" | "decorator_no_grad"
+    node: cst.CSTNode
+    safe: bool
+    item: Optional[cst.WithItem] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    severity: str
+    summary: str
+    rationale: str
+    bad: str
+    good: str
+    fix: str
+    valid: tuple[str, ...] = ()
+    invalid: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(eq=False)
+class RuleHit:
+    """What a rule reports, before the engine adds the path and applies noqa/select."""
+
+    code: str
+    line: int
+    col: int
+    message: str
+    plan: Optional[FixPlan] = None
