@@ -4,6 +4,7 @@ Shared by the standalone CLI, the flake8 plugin and the codemod.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import io
 import os
@@ -70,11 +71,13 @@ def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         text = raw.decode(encoding)
-    except SyntaxError as exc:  # bad or unknown coding cookie
-        return FileError(path, f"cannot decode: {exc.msg if hasattr(exc, 'msg') else exc}")
+    except SyntaxError as exc:  # raised by detect_encoding for undecodable first lines or a bad cookie
+        return FileError(path, f"cannot decode: not valid UTF-8 and no usable PEP 263 coding declaration "
+                               f"({getattr(exc, 'msg', exc)})")
     except (UnicodeDecodeError, LookupError) as exc:
         where = f" at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else ""
-        return FileError(path, f"cannot decode as {encoding}{where}: not a valid source encoding (PEP 263)")
+        return FileError(path, f"cannot decode as {encoding}{where}: not valid UTF-8 and no usable PEP 263 "
+                               f"coding declaration")
     return SourceFile(path, text, encoding, raw)
 
 
@@ -89,6 +92,12 @@ def parse(path: str, text: str) -> Union[cst.Module, FileError]:
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
+        try:  # Python's own message is the one users know
+            compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError as py_exc:
+            return FileError(path, f"syntax error at line {py_exc.lineno}, column {py_exc.offset}: {py_exc.msg}")
+        except (ValueError, RecursionError, MemoryError):
+            pass
         return FileError(path, f"syntax error at line {exc.raw_line}, column {exc.raw_column + 1}: "
                                f"{' '.join(exc.message.split())}")
     except RecursionError:

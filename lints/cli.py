@@ -1,0 +1,201 @@
+"""``python -m lints``: the standalone linter.
+
+Exit status: 0 no findings, 1 findings, 2 usage error or a file that could not
+be read, decoded or parsed (the other files are still linted and reported).
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+from . import __version__
+from .config import SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config, split_codes
+from .engine import MAX_FILE_BYTES, SourceFile, lint_source, read_source
+from .files import ResultCache, default_jobs, discover, run_jobs
+from .model import FileError, Finding
+from .output import explain, render_json, render_sarif, render_text
+from .rules import ALL_RULES
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by the linter and the codemod; they override [tool.gradmode]."""
+    parser.add_argument("--config", type=Path, help="pyproject.toml to read [tool.gradmode] from "
+                        "(default: the nearest one above the current directory that has it)")
+    parser.add_argument("--select", action="append", metavar="CODES", help="only these codes or prefixes (GM1,GM202)")
+    parser.add_argument("--ignore", action="append", metavar="CODES", help="skip these codes or prefixes")
+    parser.add_argument("--serving-grad-mode", choices=SERVING_GRAD_MODES,
+                        help="grad mode serving runs under (default no_grad)")
+    parser.add_argument("--path-patterns", metavar="GLOBS",
+                        help="comma-separated function-name globs that mark warmup/autotune/capture paths")
+    parser.add_argument("--extend-path-patterns", metavar="GLOBS", help="added to the default path patterns")
+    parser.add_argument("--class-patterns", metavar="GLOBS", help="class-name globs whose methods are such paths")
+    parser.add_argument("--module-globs", metavar="GLOBS", help="file globs whose functions are all such paths")
+    parser.add_argument("--exclude", metavar="GLOBS", help="file or folder globs to skip when walking folders")
+    parser.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
+    parser.add_argument("--max-file-size", type=int, default=MAX_FILE_BYTES, metavar="BYTES",
+                        help=f"skip larger files with an error (default {MAX_FILE_BYTES})")
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    base, _ = load_config(args.config)
+
+    def globs(value: Optional[str]) -> Optional[tuple[str, ...]]:
+        return None if value is None else tuple(v.strip() for v in value.split(",") if v.strip())
+
+    config = base.replace(
+        select=split_codes(args.select),
+        ignore=split_codes(args.ignore),
+        serving_grad_mode=args.serving_grad_mode,
+        path_patterns=globs(args.path_patterns),
+        class_patterns=globs(args.class_patterns),
+        module_globs=globs(args.module_globs),
+        exclude=globs(args.exclude),
+    )
+    if args.extend_path_patterns:
+        config = config.replace(path_patterns=config.path_patterns + globs(args.extend_path_patterns))
+    unknown = [c for c in config.select + config.ignore if not any(code.startswith(c) for code in ALL_RULES)]
+    if unknown:
+        raise ConfigError(f"unknown rule code(s): {', '.join(unknown)} (known: {', '.join(ALL_RULES)})")
+    return config
+
+
+def _lint_one(source: SourceFile, config: Config, prefilter: bool) -> Union[list[Finding], FileError]:
+    try:
+        return lint_source(source, config, prefilter=prefilter)
+    except Exception as exc:  # one bad file must not stop the run
+        return FileError(source.path, f"internal error while linting: {type(exc).__name__}: {exc}")
+
+
+def lint_paths(paths: Sequence[str], config: Config, jobs: int, cache: Optional[ResultCache] = None,
+               prefilter: bool = True, max_bytes: int = MAX_FILE_BYTES) -> tuple[list[Finding], list[FileError], int]:
+    files, errors = discover(paths, config.exclude)
+    sources: list[SourceFile] = []
+    results: dict[str, Union[list[Finding], FileError]] = {}
+    keys: dict[str, str] = {}
+    for path in files:
+        source = read_source(path, max_bytes)
+        if isinstance(source, FileError):
+            results[path] = source
+            continue
+        if cache is not None:
+            keys[path] = key = ResultCache.key(source.raw)
+            cached = cache.get(key)
+            if cached is not None:
+                results[path] = _rebase(cached, path)
+                continue
+        sources.append(source)
+    worker = functools.partial(_lint_one, config=config, prefilter=prefilter)
+    for source, result in zip(sources, run_jobs(worker, sources, jobs)):
+        results[source.path] = result
+        if cache is not None:
+            cache.put(keys[source.path], _rebase(result, ""))
+    if cache is not None:
+        cache.prune(keys.values())
+        cache.save()
+    findings: list[Finding] = []
+    for path in files:
+        result = results[path]
+        if isinstance(result, FileError):
+            errors.append(result)
+        else:
+            findings.extend(result)
+    findings.sort()
+    errors.sort(key=lambda e: e.path)
+    return findings, errors, len(files)
+
+
+def _rebase(result: Union[list[Finding], FileError], path: str) -> Union[list[Finding], FileError]:
+    """Cache entries are path-free: the same content may live at several paths."""
+    if isinstance(result, FileError):
+        return FileError(path, result.message)
+    return [Finding(path, *(getattr(f, n) for n in ("line", "col", "code", "message", "severity", "fixable")))
+            for f in result]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m lints",
+        description="Find grad-mode mismatches between warmup/autotune/CUDA-graph capture and serving. "
+                    "`python -m lints explain GM101` explains a rule; `python -m lints rules` lists them.",
+        epilog="Exit status: 0 clean, 1 findings, 2 usage error or unreadable/unparsable file.",
+    )
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (folders: every *.py below)")
+    parser.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    parser.add_argument("--output", "-o", type=Path, help="write the report here instead of stdout")
+    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (errors still exit 2)")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="default .gradmode_cache (or $GRADMODE_CACHE_DIR)")
+    parser.add_argument("--no-prefilter", action="store_true",
+                        help="parse every file, even those whose text cannot match any rule")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
+    parser.add_argument("--version", action="version", version=f"gradmode-lint {__version__}")
+    add_config_options(parser)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["explain"]:
+        return _explain(argv[1:])
+    if argv[:1] == ["rules"]:
+        for rule in ALL_RULES.values():
+            print(f"{rule.code}  {rule.severity:<7}  {rule.summary}")
+        return EXIT_CLEAN
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except ConfigError as exc:
+        print(f"gradmode-lint: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if not args.paths:
+        # pre-commit may pass no files at all: that is a clean run, not a crash.
+        if not args.quiet:
+            print("gradmode-lint: no files to lint", file=sys.stderr)
+        return EXIT_CLEAN
+    jobs = args.jobs if args.jobs and args.jobs > 0 else default_jobs()
+    cache = None
+    if not args.no_cache:
+        namespace = f"lint-{config.fingerprint()}-{'p' if not args.no_prefilter else 'np'}"
+        cache = ResultCache(args.cache_dir or default_cache_dir(), namespace)
+    findings, errors, nfiles = lint_paths(args.paths, config, jobs, cache, prefilter=not args.no_prefilter,
+                                          max_bytes=args.max_file_size)
+    if args.format == "json":
+        report = render_json(findings, errors)
+    elif args.format == "sarif":
+        report = render_sarif(findings, errors)
+    else:
+        report = render_text(findings)
+    if args.output:
+        args.output.write_text(report, encoding="utf-8")
+    else:
+        sys.stdout.write(report)
+    for error in errors:
+        print(error, file=sys.stderr)
+    if not args.quiet:
+        fixable = sum(1 for f in findings if f.fixable == "safe")
+        print(f"gradmode-lint: {len(findings)} finding(s) in {nfiles} file(s)"
+              + (f", {fixable} fixable with `python -m lints.codemod`" if fixable else "")
+              + (f"; {len(errors)} file(s) could not be checked" if errors else ""), file=sys.stderr)
+    if errors:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if findings and not args.exit_zero else EXIT_CLEAN
+
+
+def _explain(codes: Sequence[str]) -> int:
+    if not codes:
+        print("usage: python -m lints explain CODE [CODE...]", file=sys.stderr)
+        return EXIT_ERROR
+    status = EXIT_CLEAN
+    for code in codes:
+        if code.upper() not in ALL_RULES:
+            print(f"gradmode-lint: error: unknown rule {code!r} (known: {', '.join(ALL_RULES)})", file=sys.stderr)
+            status = EXIT_ERROR
+            continue
+        print(explain(code.upper()))
+    return status
