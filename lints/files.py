@@ -27,7 +27,9 @@ def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], l
     errors: list[FileError] = []
 
     def excluded(name: str, full: str) -> bool:
-        return any(fnmatch.fnmatch(name, pat) or fnmatch.fnmatch(full, pat) for pat in exclude)
+        full = full.replace(os.sep, "/")
+        return any(fnmatch.fnmatch(name, pat) or fnmatch.fnmatch(full, pat) or fnmatch.fnmatch(full, f"*/{pat}")
+                   for pat in exclude)
 
     for given in paths:
         if os.path.isdir(given):
@@ -125,3 +127,32 @@ class ResultCache:
 def chunks(seq: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     for start in range(0, len(seq), size):
         yield seq[start:start + size]
+
+
+def is_read_only(path: str) -> bool:
+    """No write bit at all (root could still write it, but the owner asked us not to)."""
+    try:
+        return (os.stat(path).st_mode & 0o222) == 0 or not os.access(path, os.W_OK)
+    except OSError:
+        return True
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` via a temp file in the same folder; keep its mode."""
+    real = os.path.realpath(path)  # write through a symlink, not over it
+    mode = os.stat(real).st_mode & 0o7777
+    folder = os.path.dirname(real) or "."
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gradmode-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,184 @@
+"""Apply the fix plans that GM1xx findings carry, keeping everything else byte for byte.
+
+Used by ``python -m lints.codemod`` and by the libcst codemod commands in
+``codemods/``; the findings come from the same engine the linter runs.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence, Union
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
+from . import names
+from .model import FixPlan, RuleHit
+
+STYLES = ("remove", "no_grad")
+_INFERENCE_MODE_MODULES = ("torch", "torch.autograd", "torch.autograd.grad_mode")
+
+
+def plans_to_apply(hits: Iterable[RuleHit], unsafe_fixes: bool) -> list[FixPlan]:
+    """Distinct plans of the fixable findings (several GM104 calls share one block)."""
+    seen: dict[int, FixPlan] = {}
+    for hit in hits:
+        plan = hit.plan
+        if plan is not None and (plan.safe or unsafe_fixes) and id(plan.node) not in seen:
+            seen[id(plan.node)] = plan
+    return list(seen.values())
+
+
+class _FixTransformer(cst.CSTTransformer):
+    def __init__(self, plans: Sequence[FixPlan], style: str, context: CodemodContext) -> None:
+        super().__init__()
+        self.style = style
+        self.context = context
+        self.unwrap: set[cst.With] = set()
+        self.drop_item: dict[cst.With, list[int]] = {}
+        self.replace: dict[cst.CSTNode, cst.BaseExpression] = {}
+        self._to_splice: dict[int, cst.With] = {}
+        for plan in plans:
+            self._register(plan)
+
+    # planning -------------------------------------------------------------
+    def _no_grad_for(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+        """``torch.no_grad()`` spelt like the inference_mode reference it replaces."""
+        ref = expr.func if isinstance(expr, cst.Call) else expr
+        if isinstance(ref, cst.Attribute):
+            return cst.Call(func=ref.with_changes(attr=cst.Name("no_grad")))
+        AddImportsVisitor.add_needed_import(self.context, "torch")
+        return cst.Call(func=cst.Attribute(value=cst.Name("torch"), attr=cst.Name("no_grad")))
+
+    def _null_context_for(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+        AddImportsVisitor.add_needed_import(self.context, "contextlib")
+        factory = cst.Attribute(value=cst.Name("contextlib"), attr=cst.Name("nullcontext"))
+        return cst.Call(func=factory) if isinstance(expr, cst.Call) else factory
+
+    def _register(self, plan: FixPlan) -> None:
+        if plan.action in ("unwrap_with", "drop_with_item"):
+            assert isinstance(plan.node, cst.With) and plan.item is not None
+            if self.style == "no_grad":
+                self.replace[plan.item.item] = self._no_grad_for(plan.item.item)
+            elif plan.action == "unwrap_with":
+                self.unwrap.add(plan.node)
+            else:
+                index = next(i for i, item in enumerate(plan.node.items) if item is plan.item)
+                self.drop_item.setdefault(plan.node, []).append(index)
+        elif plan.action == "null_context":
+            assert isinstance(plan.node, cst.BaseExpression)
+            self.replace[plan.node] = (self._no_grad_for(plan.node) if self.style == "no_grad"
+                                       else self._null_context_for(plan.node))
+        elif plan.action == "decorator_no_grad":
+            assert isinstance(plan.node, cst.Decorator)
+            self.replace[plan.node.decorator] = self._no_grad_for(plan.node.decorator)
+        else:  # pragma: no cover - a new action without a fixer is a programming error
+            raise ValueError(f"unknown fix action {plan.action}")
+
+    # rewriting ------------------------------------------------------------
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+        updated = super().on_leave(original_node, updated_node)
+        replacement = self.replace.get(original_node)
+        if replacement is not None and isinstance(updated, cst.BaseExpression):
+            return replacement.with_changes(lpar=updated.lpar, rpar=updated.rpar) if hasattr(
+                updated, "lpar") else replacement
+        return updated
+
+    def leave_With(self, original_node: cst.With, updated_node: cst.With):
+        drops = self.drop_item.get(original_node)
+        if drops and len(drops) < len(updated_node.items):
+            items = [item for i, item in enumerate(updated_node.items) if i not in drops]
+            items[-1] = items[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return updated_node.with_changes(items=items)
+        if original_node in self.unwrap or drops:
+            self._to_splice[id(updated_node)] = updated_node
+        return updated_node
+
+    def _splice(self, body: Sequence[cst.BaseStatement]) -> tuple[list[cst.BaseStatement], list[cst.EmptyLine]]:
+        out: list[cst.BaseStatement] = []
+        pending: list[cst.EmptyLine] = []  # comments that ended a removed block
+        for stmt in body:
+            if id(stmt) in self._to_splice and self._to_splice[id(stmt)] is stmt:
+                inner, footer = _unwrapped(stmt)
+                inner[0] = inner[0].with_changes(leading_lines=[*pending, *inner[0].leading_lines])
+                out.extend(inner)
+                pending = footer
+            else:
+                if pending:
+                    stmt = stmt.with_changes(leading_lines=[*pending, *stmt.leading_lines])
+                    pending = []
+                out.append(stmt)
+        return out, pending
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
+        if not any(id(s) in self._to_splice for s in updated_node.body):
+            return updated_node
+        body, pending = self._splice(updated_node.body)
+        return updated_node.with_changes(body=body, footer=[*pending, *updated_node.footer])
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module):
+        if not any(id(s) in self._to_splice for s in updated_node.body):
+            return updated_node
+        body, pending = self._splice(updated_node.body)
+        return updated_node.with_changes(body=body, footer=[*pending, *updated_node.footer])
+
+
+def _unwrapped(with_node: cst.With) -> tuple[list[cst.BaseStatement], list[cst.EmptyLine]]:
+    """The body of ``with_node`` as statements of the enclosing block, comments kept."""
+    body = with_node.body
+    if isinstance(body, cst.SimpleStatementSuite):
+        line = cst.SimpleStatementLine(body=body.body, leading_lines=with_node.leading_lines,
+                                       trailing_whitespace=body.trailing_whitespace)
+        return [line], []
+    assert isinstance(body, cst.IndentedBlock)
+    moved: list[cst.EmptyLine] = list(with_node.leading_lines)
+    if body.header.comment is not None:  # `with torch.inference_mode():  # why` keeps its comment
+        moved.append(cst.EmptyLine(indent=True, comment=body.header.comment))
+    statements = list(body.body)
+    statements[0] = statements[0].with_changes(leading_lines=[*moved, *statements[0].leading_lines])
+    return statements, list(body.footer)
+
+
+def _inference_mode_imports(module: cst.Module) -> list[tuple[str, Optional[str]]]:
+    """``from torch import inference_mode [as x]`` statements at any depth of the module's top level."""
+    found = []
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar) and small.module:
+                source = names.dotted(small.module)
+                if source in _INFERENCE_MODE_MODULES:
+                    for alias in small.names:
+                        if isinstance(alias.name, cst.Name) and alias.name.value == "inference_mode":
+                            asname = alias.asname.name.value if alias.asname and isinstance(
+                                alias.asname.name, cst.Name) else None
+                            found.append((source, asname))
+    return found
+
+
+def apply_fixes(module: cst.Module, plans: Sequence[FixPlan], style: str = "remove",
+                context: Optional[CodemodContext] = None, update_imports: bool = True) -> cst.Module:
+    """``module`` with ``plans`` applied (the module must be the one the plans were made on).
+
+    Import changes are scheduled on ``context``; with ``update_imports`` they are
+    made here too (a libcst CodemodCommand makes them itself afterwards).
+    """
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}")
+    if not plans:
+        return module
+    context = context or CodemodContext()
+    fixed = module.visit(_FixTransformer(plans, style, context))
+    for source, asname in _inference_mode_imports(module):
+        RemoveImportsVisitor.remove_unused_import(context, source, "inference_mode", asname)
+    if not update_imports:
+        return fixed
+    fixed = AddImportsVisitor(context).transform_module(fixed)
+    return RemoveImportsVisitor(context).transform_module(fixed)
+
+
+def fix_source(module: cst.Module, hits: Iterable[RuleHit], style: str, unsafe_fixes: bool,
+               context: Optional[CodemodContext] = None) -> Union[cst.Module, None]:
+    """Fixed module, or None when no finding had an applicable fix."""
+    plans = plans_to_apply(hits, unsafe_fixes)
+    return apply_fixes(module, plans, style, context) if plans else None
