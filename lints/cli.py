@@ -27,6 +27,8 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="pyproject.toml to read [tool.gradmode] from "
                         "(default: the nearest one above the current directory that has it)")
     parser.add_argument("--select", action="append", metavar="CODES", help="only these codes or prefixes (GM1,GM202)")
+    parser.add_argument("--extend-select", action="append", metavar="CODES",
+                        help="add codes to the selection (e.g. the opt-in GM201)")
     parser.add_argument("--ignore", action="append", metavar="CODES", help="skip these codes or prefixes")
     parser.add_argument("--serving-grad-mode", choices=SERVING_GRAD_MODES,
                         help="grad mode serving runs under (default no_grad)")
@@ -50,6 +52,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     config = base.replace(
         select=split_codes(args.select),
         ignore=split_codes(args.ignore),
+        extend_select=split_codes(args.extend_select),
         serving_grad_mode=args.serving_grad_mode,
         path_patterns=globs(args.path_patterns),
         class_patterns=globs(args.class_patterns),
@@ -58,7 +61,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     )
     if args.extend_path_patterns:
         config = config.replace(path_patterns=config.path_patterns + globs(args.extend_path_patterns))
-    unknown = [c for c in config.select + config.ignore if not any(code.startswith(c) for code in ALL_RULES)]
+    unknown = [c for c in config.select + config.extend_select + config.ignore if not any(code.startswith(c) for code in ALL_RULES)]
     if unknown:
         raise ConfigError(f"unknown rule code(s): {', '.join(unknown)} (known: {', '.join(ALL_RULES)})")
     return config
@@ -144,7 +147,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _explain(argv[1:])
     if argv[:1] == ["rules"]:
         for rule in ALL_RULES.values():
-            print(f"{rule.code}  {rule.severity:<7}  {rule.summary}")
+            state = "" if rule.default_enabled else " (opt-in)"
+            print(f"{rule.code}  {rule.severity:<7}  {rule.summary}{state}")
         return EXIT_CLEAN
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("paths", nargs="*", metavar="PATH")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file would change")
-    parser.add_argument("--diff", action="store_true", help="print a unified diff (writes nothing)")
+    parser.add_argument("--diff", action="store_true",
+                        help="print a unified diff (writes nothing; exit 1 if any file would change)")
     parser.add_argument("--style", choices=STYLES, default="remove",
                         help="remove: drop the inference_mode wrapper (upstream fix); no_grad: use torch.no_grad()")
     parser.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes marked unsafe")
@@ -172,7 +173,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{len(failures)} skipped with errors, {len(remaining)} finding(s) left", file=sys.stderr)
     if failures:
         return EXIT_ERROR
-    if args.check and changed:
+    if not options.write and changed:  # --check / --diff: the findings are still in the files
         return EXIT_FINDINGS
     return EXIT_FINDINGS if remaining else EXIT_CLEAN
 

@@ -31,6 +31,9 @@ DEFAULT_PATH_PATTERNS = (
 )
 DEFAULT_CLASS_PATTERNS = ("*GraphRunner", "*CudaGraph*", "*Autotuner")
 SERVING_GRAD_MODES = ("no_grad", "inference_mode")
+# Rules that run only when selected explicitly (kept here, not in the rules package, so that
+# config has no import cycle; tests check it matches Rule.default_enabled).
+OPT_IN_CODES = frozenset({"GM201"})
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".tox", ".venv", "venv", "__pycache__", ".gradmode_cache", "node_modules")
 
 
@@ -45,6 +48,7 @@ class Config:
     module_globs: tuple[str, ...] = ()
     serving_grad_mode: str = "no_grad"
     select: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
 
@@ -56,13 +60,21 @@ class Config:
             )
 
     def is_selected(self, code: str) -> bool:
-        """Prefix matching as in flake8/ruff: the longest matching prefix wins, ignore wins ties."""
+        """Prefix matching as in flake8/ruff: the longest matching prefix wins, ignore wins ties.
+
+        Opt-in codes need an explicit selection at least as specific as their family (``GM2``).
+        """
 
         def longest(prefixes: tuple[str, ...]) -> int:
             return max((len(p) for p in prefixes if code.startswith(p)), default=-1)
 
-        selected = longest(self.select) if self.select else 0
-        return selected >= 0 and longest(self.ignore) < selected if self.ignore else selected >= 0
+        chosen = self.select + self.extend_select
+        if code in OPT_IN_CODES:
+            selected = longest(chosen)
+            selected = selected if selected >= len(code) - 2 else -1
+        else:
+            selected = longest(chosen) if self.select else max(0, longest(chosen))
+        return selected >= 0 and longest(self.ignore) < max(selected, 1)
 
     def fingerprint(self) -> str:
         """Stable hash of everything that can change a file's findings (for the cache)."""
@@ -82,6 +94,7 @@ _KEYS = {
     "module-globs": "module_globs",
     "serving-grad-mode": "serving_grad_mode",
     "select": "select",
+    "extend-select": "extend_select",
     "ignore": "ignore",
     "exclude": "exclude",
     "extend-exclude": "extend_exclude",

@@ -87,7 +87,9 @@ class _FixTransformer(cst.CSTTransformer):
         drops = self.drop_item.get(original_node)
         if drops and len(drops) < len(updated_node.items):
             items = [item for i, item in enumerate(updated_node.items) if i not in drops]
-            items[-1] = items[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            last = len(updated_node.items) - 1
+            if last in drops:  # the new last item takes over the old last one's (trailing) comma
+                items[-1] = items[-1].with_changes(comma=updated_node.items[last].comma)
             return updated_node.with_changes(items=items)
         if original_node in self.unwrap or drops:
             self._to_splice[id(updated_node)] = updated_node

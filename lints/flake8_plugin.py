@@ -10,7 +10,7 @@ import ast
 from typing import Any, ClassVar, Iterator, Optional, Sequence
 
 from . import __version__
-from .config import SERVING_GRAD_MODES, Config, ConfigError, load_config
+from .config import OPT_IN_CODES, SERVING_GRAD_MODES, Config, ConfigError, load_config
 from .engine import analyze_text
 from .model import FileError
 
@@ -37,6 +37,8 @@ class GradModeChecker:
                           choices=SERVING_GRAD_MODES, help="grad mode serving runs under (default no_grad)")
         parser.add_option("--gradmode-config", default=None, parse_from_config=True,
                           help="pyproject.toml holding [tool.gradmode] (default: nearest one)")
+        # Opt-in rules stay off unless flake8's own --select/--extend-select names them.
+        parser.extend_default_ignore(sorted(OPT_IN_CODES))
 
     @classmethod
     def parse_options(cls, options: Any) -> None:
@@ -55,6 +57,8 @@ class GradModeChecker:
             module_globs=listed("gradmode_module_globs"),
             serving_grad_mode=getattr(options, "gradmode_serving_grad_mode", None),
         )
+        # flake8 decides about opt-in codes (see add_options), so the engine emits them.
+        config = config.replace(extend_select=config.extend_select + tuple(sorted(OPT_IN_CODES)))
         extra = listed("gradmode_extend_path_patterns")
         if extra:
             config = config.replace(path_patterns=config.path_patterns + extra)

@@ -56,6 +56,8 @@ class Rule:
     fix: str
     valid: tuple[str, ...] = ()
     invalid: tuple[str, ...] = ()
+    # Opt-in rules (like bugbear's B9xx) run only when selected as `GM2`, `GM20` or the code itself.
+    default_enabled: bool = True
 
 
 @dataclasses.dataclass(eq=False)

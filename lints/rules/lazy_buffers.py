@@ -33,7 +33,9 @@ RULES = {
             "def __init__(self, max_tokens):\n"
             "    self._topk_idx_out = torch.empty(max_tokens, dtype=torch.int32)\n"
         ),
-        fix="Not auto-fixed: allocate eagerly, or align the grad modes (see GM1xx).",
+        fix="Not auto-fixed: allocate eagerly, or align the grad modes (see GM1xx). Opt-in: enable it with "
+            "`--select GM2` / `extend-select = [\"GM201\"]` (GM202, the crash combination, is on by default).",
+        default_enabled=False,
         invalid=(
             "import torch\n"
             "class TopK:\n"

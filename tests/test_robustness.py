@@ -1,0 +1,327 @@
+"""Robustness: generated programs, a real tree round trip, determinism and bad input.
+
+Bounded in time (the whole file runs in well under a minute on 2 cores).
+``GRADMODE_FUZZ_EXAMPLES=N`` raises the number of generated programs per
+property (default 150) for a longer local run, e.g. ``GRADMODE_FUZZ_EXAMPLES=3000``.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import random
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+import hypothesis.strategies as st
+import libcst as cst
+import pyflakes.api
+import pyflakes.messages
+import pyflakes.reporter
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+from lints.codemod import FixOptions, fix_text
+from lints.config import Config
+from lints.engine import SourceFile, analyze_text, read_source
+from lints.model import FileError
+
+REPO = Path(__file__).resolve().parent.parent
+FUZZ_EXAMPLES = int(os.environ.get("GRADMODE_FUZZ_EXAMPLES", "150"))
+FIX_RULES = ("GM101", "GM102", "GM103")
+CONFIG = Config()
+CONFIG_IM = Config(serving_grad_mode="inference_mode")
+
+fuzz_settings = settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    derandomize=os.environ.get("GRADMODE_FUZZ_RANDOM") is None,  # CI: the same programs every run
+    suppress_health_check=list(HealthCheck),
+    database=None,
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------------
+def source_of(text: str, path: str = "gen.py") -> SourceFile:
+    return SourceFile(path, text, "utf-8", text.encode("utf-8"))
+
+
+def assert_parses(text: str, what: str = "fixed code") -> None:
+    try:
+        cst.parse_module(text)
+        compile(text, "<fixed>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except Exception as exc:  # pragma: no cover - the message is the point
+        raise AssertionError(f"{what} does not parse: {exc}\n---\n{text}") from exc
+
+
+def analyze(text: str, config: Config = CONFIG, prefilter: bool = True):
+    result = analyze_text(text, "gen.py", config, prefilter=prefilter)
+    assert isinstance(result, FileError) or hasattr(result, "hits"), result
+    return result
+
+
+def codes(text: str, config: Config = CONFIG) -> list[str]:
+    result = analyze(text, config)
+    assert not isinstance(result, FileError), result
+    return [hit.code for hit in result.hits]
+
+
+class _Collect(pyflakes.reporter.Reporter):
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def flake(self, message) -> None:  # noqa: D401 - pyflakes' API
+        if isinstance(message, pyflakes.messages.UndefinedName):
+            self.messages.append(message.message_args[0])
+
+    def syntaxError(self, *args) -> None:  # pragma: no cover - parse is checked separately
+        self.messages.append("<syntax error>")
+
+    def unexpectedError(self, *args) -> None:  # pragma: no cover
+        self.messages.append("<unexpected>")
+
+
+def undefined_names(text: str) -> set[str]:
+    reporter = _Collect()
+    pyflakes.api.check(text, "gen.py", reporter)
+    return set(reporter.messages)
+
+
+def run_cli(module: str, *args: str, cwd: Optional[Path] = None, env_extra: Optional[dict] = None,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("GRADMODE_CACHE_DIR", None)
+    if env_extra:
+        env.update(env_extra)
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Bytes and mode of every regular file below ``root`` (links not followed)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in filenames:
+            path = Path(dirpath, name)
+            if path.is_symlink() or not path.is_file():
+                continue
+            out[str(path.relative_to(root))] = (path.read_bytes(), stat.S_IMODE(path.lstat().st_mode))
+    return out
+
+
+def assert_no_traceback(proc: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stdout, proc.stdout
+
+
+# --------------------------------------------------------------------------------------------------
+# a strategy for programs of the shapes the rules are about
+# --------------------------------------------------------------------------------------------------
+# (import line, inference_mode spellings, no_grad spellings) it makes available
+IMPORTS = {
+    "torch": ("import torch", ["torch.inference_mode", "torch.autograd.inference_mode",
+                               "torch.autograd.grad_mode.inference_mode"], ["torch.no_grad"]),
+    "th": ("import torch as th", ["th.inference_mode"], ["th.no_grad"]),
+    "from": ("from torch import inference_mode, no_grad", ["inference_mode"], ["no_grad"]),
+    "as": ("from torch import inference_mode as im", ["im"], []),
+    "gm": ("from torch.autograd import grad_mode", ["grad_mode.inference_mode"], ["grad_mode.no_grad"]),
+    "gm_as": ("from torch.autograd.grad_mode import inference_mode as IM, no_grad as NG", ["IM"], ["NG"]),
+}
+WARM_FUNCS = ["capture", "warmup", "kernel_warmup", "_dummy_run", "autotune", "capture_graphs", "profile_run",
+              "warm_up_model"]
+COLD_FUNCS = ["forward", "generate", "helper", "run", "main", "step"]
+CLASSES = ["CudaGraphRunner", "Model", "Engine", "PiecewiseGraphRunner", "Worker"]
+ARGS = ["()", "()", "()", "(True)", "(mode=True)", "(False)", "(flag)", "(mode=False)"]
+
+
+class _Gen:
+    """Draws one program; lines are (depth, text). Comments in bodies carry unique ``# keepN`` markers."""
+
+    def __init__(self, draw) -> None:
+        self.draw = draw
+        self.counter = 0
+        keys = draw(st.lists(st.sampled_from(sorted(IMPORTS)), min_size=1, max_size=4, unique=True))
+        if "torch" not in keys and draw(st.booleans()):
+            keys.append("torch")
+        self.imports = [IMPORTS[k][0] for k in keys]
+        self.im_refs = [r for k in keys for r in IMPORTS[k][1]]
+        self.ng_refs = [r for k in keys for r in IMPORTS[k][2]] or ["contextlib.nullcontext"]
+        self.has_torch = "torch" in keys
+        self.buffers = 0
+        self.in_func = True
+
+    def pick(self, seq):
+        return self.draw(st.sampled_from(seq))
+
+    def keep(self) -> str:
+        self.counter += 1
+        return f"# keep{self.counter}"
+
+    def ctx(self) -> str:
+        """A context-manager expression: mostly inference_mode, sometimes no_grad or something else."""
+        kind = self.draw(st.integers(0, 9))
+        if kind <= 6:
+            return self.pick(self.im_refs) + self.pick(ARGS)
+        if kind <= 8:
+            return self.pick(self.ng_refs) + "()"
+        return self.pick(["contextlib.nullcontext()", "open('log')", "lock"])
+
+    def call_warm(self, is_async: bool) -> str:
+        name = self.pick(WARM_FUNCS)
+        recv = self.pick(["self.", "runner.", "", "self.runner."])
+        call = f"{recv}{name}()"
+        return f"await {call}" if is_async and self.draw(st.booleans()) else call
+
+    def simple(self, is_async: bool) -> str:
+        choice = self.draw(st.integers(0, 9))
+        if choice == 0:
+            return "pass"
+        if choice == 1:
+            return "x = model(x)"
+        if choice in (2, 3, 4):
+            return self.call_warm(is_async)
+        if choice == 5:
+            return f"ctx = run_ctx or {self.ctx()}"
+        if choice == 6:
+            return f"self.capture_one(run_ctx={self.ctx()})"
+        if choice == 7:
+            return f"return {self.ctx()}" if self.in_func else f"ctx = {self.ctx()}"
+        if choice == 8:
+            return self.pick(COLD_FUNCS) + "(x)"
+        return "self.run_once()"
+
+    def with_header(self, is_async: bool) -> str:
+        ctx = self.ctx()
+        shape = self.draw(st.integers(0, 7))
+        if shape == 1:
+            head = f"{ctx} as ctx"
+        elif shape == 2:
+            head = f"{ctx}, open('log') as fh"
+        elif shape == 3:
+            head = f"open('log') as fh, {ctx}"
+        elif shape == 4:
+            head = f"({ctx}, contextlib.nullcontext())"
+        elif shape == 5:
+            head = f"{ctx}, {self.ctx()}"
+        elif shape == 6:
+            head = f"(\n        {ctx},\n        open('log') as fh,\n    )"
+        else:
+            head = ctx
+        kw = "async with" if is_async and self.draw(st.integers(0, 3)) == 0 else "with"
+        return f"{kw} {head}:"
+
+    def block(self, depth: int, is_async: bool, budget: int) -> list[tuple[int, str]]:
+        n = self.draw(st.integers(1, 3))
+        lines: list[tuple[int, str]] = []
+        for _ in range(n):
+            lines.extend(self.statement(depth, is_async, budget))
+        return lines
+
+    def statement(self, depth: int, is_async: bool, budget: int) -> list[tuple[int, str]]:
+        choice = self.draw(st.integers(0, 12 if budget > 0 else 3))
+        comment = [(depth, self.keep())] if self.draw(st.integers(0, 4)) == 0 else []
+        if choice <= 2:
+            return comment + [(depth, self.simple(is_async))]
+        if choice == 3:  # one-line with: `with ctx: stmt`
+            return comment + [(depth, f"with {self.ctx()}: {self.simple(is_async)}")]
+        if choice in (4, 5, 6):
+            head = self.with_header(is_async)
+            trailing = self.pick(["", "", f"  {self.keep()}", "  # noqa: GM101", "  # noqa"])
+            return comment + [(depth, head + trailing)] + self.block(depth + 1, is_async, budget - 1)
+        if choice == 7:  # ExitStack.enter_context
+            return comment + [(depth, "with contextlib.ExitStack() as stack:"),
+                              (depth + 1, f"stack.enter_context({self.ctx()})")] + self.block(
+                depth + 1, is_async, budget - 1)
+        if choice == 8:  # nested def, maybe decorated, then maybe called
+            inner_async = self.draw(st.integers(0, 3)) == 0
+            name = self.pick(WARM_FUNCS + COLD_FUNCS + ["run_once"])
+            out = comment + self.decorators(depth)
+            out.append((depth, f"{'async ' if inner_async else ''}def {name}():"))
+            out += self.block(depth + 1, inner_async, budget - 1)
+            if self.draw(st.booleans()):
+                out.append((depth, f"{'await ' if inner_async and is_async else ''}{name}()"))
+            return out
+        if choice == 9:  # lazy buffer
+            return comment + self.lazy_buffer(depth)
+        if choice == 10:
+            return comment + [(depth, "if flag:")] + self.block(depth + 1, is_async, budget - 1) + [
+                (depth, "else:")] + self.block(depth + 1, is_async, budget - 1)
+        if choice == 11:
+            return comment + [(depth, "try:")] + self.block(depth + 1, is_async, budget - 1) + [
+                (depth, "finally:"), (depth + 1, "pass")]
+        return comment + [(depth, f"for i in range(3):")] + self.block(depth + 1, is_async, budget - 1)
+
+    def lazy_buffer(self, depth: int) -> list[tuple[int, str]]:
+        self.buffers += 1
+        name = f"self._buf{self.buffers}"
+        factory = self.pick(["torch.empty(n)", "torch.zeros(n, dtype=torch.int32)", "x.new_empty(n)",
+                             "torch.empty_like(x)", "torch.full((n,), -1)"])
+        if not self.has_torch and factory.startswith("torch"):
+            factory = "x.new_zeros(n)"
+        guard = self.pick([f"{name} is None", f"{name} is None or {name}.shape[0] < n",
+                           f"not hasattr(self, '_buf{self.buffers}')"])
+        mutate = self.pick([f"{name}.fill_(0)", f"{name}[:n].copy_(x)", f"{name}.zero_()",
+                            f"torch.add(x, 1, out={name}[:n])" if self.has_torch else f"{name}.add_(1)"])
+        return [(depth, f"if {guard}:"), (depth + 1, f"{name} = {factory}"), (depth, mutate)]
+
+    def decorators(self, depth: int) -> list[tuple[int, str]]:
+        out = []
+        for _ in range(self.draw(st.integers(0, 2))):
+            kind = self.draw(st.integers(0, 4))
+            if kind <= 1:
+                out.append((depth, "@" + self.pick(self.im_refs) + self.pick(["", "()", "()", "(True)", "(False)"])))
+            elif kind == 2:
+                out.append((depth, "@" + self.pick(self.ng_refs) + "()"))
+            elif kind == 3:
+                out.append((depth, "@functools.lru_cache(maxsize=None)"))
+            else:
+                out.append((depth, "@staticmethod"))
+        return out
+
+    def function(self, depth: int) -> list[tuple[int, str]]:
+        is_async = self.draw(st.integers(0, 4)) == 0
+        name = self.pick(WARM_FUNCS + COLD_FUNCS)
+        lines = self.decorators(depth)
+        lines.append((depth, f"{'async ' if is_async else ''}def {name}(self, x=None, n=1, flag=True, "
+                             f"run_ctx=None, runner=None, model=None, lock=None):"))
+        return lines + self.block(depth + 1, is_async, budget=3)
+
+    def program(self) -> list[tuple[int, str]]:
+        lines = [(0, "import contextlib"), (0, "import functools")] + [(0, imp) for imp in self.imports]
+        for _ in range(self.draw(st.integers(1, 4))):
+            kind = self.draw(st.integers(0, 5))
+            if kind <= 2:
+                lines += self.function(0)
+            elif kind <= 4:
+                lines.append((0, f"class {self.pick(CLASSES)}:"))
+                for _ in range(self.draw(st.integers(1, 3))):
+                    lines += self.function(1)
+            else:  # module-level statements
+                lines += [(0, "runner = model = x = run_ctx = lock = self = None"), (0, "flag, n = True, 1")]
+                head = self.with_header(False)
+                self.in_func = False
+                lines += [(0, head)] + self.block(1, False, budget=1)
+                self.in_func = True
+        return lines
+
+
+@st.composite
+def grad_mode_programs(draw) -> str:
+    gen = _Gen(draw)
+    lines = gen.program()
+    indent = draw(st.sampled_from(["    ", "  ", "\t"]))
+    newline = draw(st.sampled_from(["\n", "\n", "\r\n"]))
+    out = []
+    for depth, text in lines:
+        text = text.replace("\n    ", "\n" + indent * (depth + 1)).replace("\n)", "\n" + indent * depth + ")")
+        out.append(indent * depth + text)
+        if draw(st.integers(0, 9)) == 0:
+            out.append("")  # blank lines anywhere
+    return ("\n".join(out) + "\n").replace("\n", newline)
