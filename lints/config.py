@@ -62,18 +62,18 @@ class Config:
     def is_selected(self, code: str) -> bool:
         """Prefix matching as in flake8/ruff: the longest matching prefix wins, ignore wins ties.
 
-        Opt-in codes need an explicit selection at least as specific as their family (``GM2``).
+        Opt-in codes run only when a --select/--extend-select entry matches them (as in flake8,
+        where an explicit ``--select GM`` beats a plugin's default ignore).
         """
 
         def longest(prefixes: tuple[str, ...]) -> int:
             return max((len(p) for p in prefixes if code.startswith(p)), default=-1)
 
         chosen = self.select + self.extend_select
-        if code in OPT_IN_CODES:
+        if code in OPT_IN_CODES or self.select:
             selected = longest(chosen)
-            selected = selected if selected >= len(code) - 2 else -1
         else:
-            selected = longest(chosen) if self.select else max(0, longest(chosen))
+            selected = max(0, longest(chosen))
         return selected >= 0 and longest(self.ignore) < max(selected, 1)
 
     def fingerprint(self) -> str:

@@ -56,7 +56,7 @@ class Rule:
     fix: str
     valid: tuple[str, ...] = ()
     invalid: tuple[str, ...] = ()
-    # Opt-in rules (like bugbear's B9xx) run only when selected as `GM2`, `GM20` or the code itself.
+    # Opt-in rules (like bugbear's B9xx) run only when a select or extend-select entry matches them.
     default_enabled: bool = True
 
 

@@ -1,0 +1,76 @@
+"""Bad input: one clear line with the path, the other files still linted, exit status 2."""
+from __future__ import annotations
+
+import builtins
+import os
+import shutil
+
+import pytest
+
+from lints.cli import lint_paths
+from lints.config import Config
+
+from .helpers import FIXTURES
+
+BUGGY = FIXTURES / "lint" / "sglang_buggy.py"
+
+
+@pytest.fixture
+def tree(tmp_path):
+    shutil.copy(BUGGY, tmp_path / "good.py")
+    (tmp_path / "syntax.py").write_text("import torch\ndef warmup(:\n    with torch.inference_mode(): pass\n")
+    (tmp_path / "latin1.py").write_bytes(b"import torch\n# caf\xe9\nx = 1\n")
+    (tmp_path / "binary.py").write_bytes(b"import torch\x00\x01\x02")
+    (tmp_path / "unreadable.py").write_text("import torch\n")
+    return tmp_path
+
+
+def test_each_bad_file_one_line_others_linted(tree, run, monkeypatch):
+    unreadable = str(tree / "unreadable.py")
+    if os.geteuid() != 0:
+        os.chmod(unreadable, 0)
+        proc = run("lints", ".")
+        stderr = proc.stderr
+        assert proc.returncode == 2
+    else:  # root reads anything: make the read fail the way it does for other users
+        real_open = builtins.open
+
+        def fake_open(file, *args, **kwargs):
+            if str(file).endswith("unreadable.py"):
+                raise PermissionError(13, "Permission denied", str(file))
+            return real_open(file, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", fake_open)
+        findings, errors, nfiles = lint_paths([str(tree)], Config(), jobs=1)
+        monkeypatch.undo()
+        stderr = "\n".join(str(e) for e in errors) + "\n"
+        assert nfiles == 5 and {f.path for f in findings} == {str(tree / "good.py")}
+        proc = run("lints", ".")  # the other kinds of bad input, through the real CLI
+        assert proc.returncode == 2
+        stderr += proc.stderr
+    assert "Traceback" not in stderr
+    assert "syntax.py: error: syntax error at line 2, column 12: invalid syntax" in stderr or \
+        "syntax.py: error: syntax error at line 2" in stderr
+    assert "latin1.py: error: cannot decode" in stderr
+    assert "binary.py: error: skipped: binary file (contains NUL bytes)" in stderr
+    assert "unreadable.py: error: cannot read: Permission denied" in stderr
+    assert "GM101" in proc.stdout  # good.py was still linted
+    for name in ("syntax.py", "latin1.py", "binary.py"):
+        assert sum(name in line for line in proc.stderr.splitlines() if ": error:" in line) == 1
+
+
+def test_directory_named_like_a_module_and_broken_symlink(tmp_path, run):
+    (tmp_path / "pkg.py").mkdir()
+    (tmp_path / "pkg.py" / "inner.py").write_text("x = 1\n")
+    os.symlink(tmp_path / "missing.py", tmp_path / "dangling.py")
+    proc = run("lints", ".")
+    assert proc.returncode == 2
+    assert "dangling.py: error: cannot read" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_huge_file_is_skipped_with_a_message(tmp_path, run):
+    (tmp_path / "huge.py").write_text("x = 1\n" * 10)
+    proc = run("lints", "--max-file-size", "20", "huge.py")
+    assert proc.returncode == 2
+    assert "huge.py: error: skipped: 60 bytes is over the 20-byte limit" in proc.stderr

@@ -1,0 +1,69 @@
+"""A real `pre-commit try-repo` run of our hooks in a throwaway git repository."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from .helpers import FIXTURES, ROOT
+
+pytestmark = pytest.mark.skipif(shutil.which("pre-commit") is None or shutil.which("git") is None,
+                                reason="pre-commit or git not installed")
+
+
+def sh(*args, cwd, check=True, env=None):
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=check, env=env, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def hook_repo(tmp_path_factory):
+    """This project as committed files (try-repo ignores untracked ones)."""
+    path = tmp_path_factory.mktemp("hookrepo")
+    for name in ("lints", "codemods"):
+        shutil.copytree(ROOT / name, path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", ".pre-commit-hooks.yaml", "README.md"):
+        if (ROOT / name).exists():
+            shutil.copy(ROOT / name, path / name)
+    sh("git", "init", "-q", cwd=path)
+    sh("git", "add", ".", cwd=path)
+    sh("git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "commit.gpgsign=false",
+       "commit", "-qm", "hooks", cwd=path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory, hook_repo):
+    path = tmp_path_factory.mktemp("precommit")
+    sh("git", "init", "-q", cwd=path)
+    sh("git", "config", "user.email", "t@example.com", cwd=path)
+    sh("git", "config", "user.name", "t", cwd=path)
+    sh("git", "config", "commit.gpgsign", "false", cwd=path)
+    shutil.copy(FIXTURES / "fix" / "sglang.in.py", path / "runner.py")
+    (path / "README.txt").write_text("not python\n")
+    sh("git", "add", ".", cwd=path)
+    return path, hook_repo
+
+
+def try_repo(repos, hook, *extra):
+    repo, hook_repo = repos
+    env = dict(os.environ, PRE_COMMIT_HOME=str(repo.parent / "pre-commit-home"))
+    return sh("pre-commit", "try-repo", str(hook_repo), hook, *extra, cwd=repo, check=False, env=env)
+
+
+def test_lint_hook_fails_on_findings_then_fix_hook_fixes(repo):
+    lint = try_repo(repo, "gradmode-lint", "--all-files")
+    assert lint.returncode == 1, lint.stdout + lint.stderr
+    assert "GM101" in lint.stdout and "runner.py" in lint.stdout
+    fix = try_repo(repo, "gradmode-fix", "--all-files")
+    assert fix.returncode == 1  # files were modified: pre-commit fails the run, as for any fixer
+    assert "torch.inference_mode" not in (repo[0] / "runner.py").read_text()
+    sh("git", "add", ".", cwd=repo[0])
+    again = try_repo(repo, "gradmode-lint", "--all-files")
+    assert again.returncode == 0, again.stdout
+
+
+def test_hook_with_no_python_files_passes(repo):
+    proc = try_repo(repo, "gradmode-lint", "--files", "README.txt")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
