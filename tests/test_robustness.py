@@ -31,18 +31,18 @@ from lints.engine import SourceFile, analyze_text, read_source
 from lints.model import FileError
 
 REPO = Path(__file__).resolve().parent.parent
-FUZZ_EXAMPLES = int(os.environ.get("GRADMODE_FUZZ_EXAMPLES", "150"))
+FUZZ_EXAMPLES = int(os.environ.get("GRADMODE_FUZZ_EXAMPLES", "200"))
 FIX_RULES = ("GM101", "GM102", "GM103")
 CONFIG = Config()
 CONFIG_IM = Config(serving_grad_mode="inference_mode")
 
-fuzz_settings = settings(
-    max_examples=FUZZ_EXAMPLES,
-    deadline=None,
-    derandomize=os.environ.get("GRADMODE_FUZZ_RANDOM") is None,  # CI: the same programs every run
-    suppress_health_check=list(HealthCheck),
-    database=None,
-)
+_common = dict(deadline=None, derandomize=os.environ.get("GRADMODE_FUZZ_RANDOM") is None,  # CI: same programs
+               suppress_health_check=list(HealthCheck), database=None)
+# Random programs rarely reach the rules and are cheap; programs built from grad-mode snippets are
+# parsed, linted, fixed and re-fixed, which costs ~0.3 s each (see bench/RESULTS.md on fix_text's speed).
+fuzz_settings = settings(max_examples=FUZZ_EXAMPLES, **_common)
+snippet_settings = settings(max_examples=max(10, FUZZ_EXAMPLES // 4), **_common)
+mixed_settings = settings(max_examples=max(5, FUZZ_EXAMPLES // 10), **_common)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -325,3 +325,96 @@ def grad_mode_programs(draw) -> str:
         if draw(st.integers(0, 9)) == 0:
             out.append("")  # blank lines anywhere
     return ("\n".join(out) + "\n").replace("\n", newline)
+
+
+# --------------------------------------------------------------------------------------------------
+# generated programs
+# --------------------------------------------------------------------------------------------------
+def _hypothesmith_programs():
+    import hypothesmith
+
+    return hypothesmith.from_grammar()
+
+
+@fuzz_settings
+@given(source=_hypothesmith_programs())
+def test_hypothesmith_programs_never_crash_the_linter_or_the_codemod(source: str) -> None:
+    for prefilter in (True, False):
+        result = analyze_text(source, "gen.py", CONFIG, prefilter=prefilter)  # must not raise
+        assert isinstance(result, FileError) or isinstance(result.hits, list)
+        if isinstance(result, FileError):
+            assert result.message and "\n" not in result.message
+    for options in (FixOptions(CONFIG), FixOptions(CONFIG, style="no_grad", unsafe_fixes=True)):
+        fixed, remaining, error = fix_text(source_of(source), options)
+        if error is not None:
+            assert fixed is None and "\n" not in error
+            continue
+        if fixed is not None:
+            assert_parses(fixed)
+            again, _, error2 = fix_text(source_of(fixed), options)
+            assert error2 is None and again is None, "fix is not idempotent"
+
+
+@mixed_settings
+@given(source=_hypothesmith_programs(), snippet=grad_mode_programs(), style=st.sampled_from(["remove", "no_grad"]),
+       unsafe=st.booleans())
+def test_hypothesmith_programs_with_grad_mode_code_appended(source: str, snippet: str, style: str,
+                                                           unsafe: bool) -> None:
+    """Random code around the shapes the rules look at: still no crash, fixes parse and are idempotent."""
+    newline = "\r\n" if "\r\n" in snippet else "\n"
+    source = source.rstrip("\\ \t\r\n").replace("\r\n", "\n").replace("\n", newline) + newline
+    try:
+        compile(source + snippet, "gen.py", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        assume(False)
+    _check_program(source + snippet, style, unsafe)
+
+
+def _check_fix(source: str, options: FixOptions, before: list) -> None:
+    """Fix ``source`` once and check the result; ``before`` is the findings of the source."""
+    fixed, remaining, error = fix_text(source_of(source), options)
+    assert error is None, error
+    if fixed is None:
+        # Nothing applicable: every finding left must be one the options do not fix.
+        applicable = {"safe"} | ({"unsafe"} if options.unsafe_fixes else set())
+        assert not [f for f in remaining if f.fixable in applicable], remaining
+        return
+    assert fixed != source
+    assert_parses(fixed)
+    # The same findings as a fresh lint of the fixed text, and nothing the options could still fix.
+    relint = analyze(fixed, options.config)
+    assert not isinstance(relint, FileError), relint
+    assert sorted((h.code, h.line, h.col) for h in relint.hits) == sorted((f.code, f.line, f.col) for f in remaining)
+    if options.unsafe_fixes:
+        assert not [f for f in remaining if f.code in FIX_RULES], (remaining, fixed)
+        assert not [f for f in remaining if f.fixable], (remaining, fixed)
+    else:
+        assert not [f for f in remaining if f.code in FIX_RULES and f.fixable == "safe"], (remaining, fixed)
+        assert not [f for f in remaining if f.fixable == "safe"], (remaining, fixed)
+    # Idempotent: fixing the fixed text changes nothing.
+    again, remaining2, error2 = fix_text(source_of(fixed), options)
+    assert error2 is None and again is None, f"not idempotent:\n{fixed}\n---\n{again}"
+    assert remaining2 == remaining
+    # Line endings and comments kept; no name the fix uses is left undefined.
+    if "\r\n" in source and source.count("\n") == source.count("\r\n"):
+        assert fixed.count("\n") == fixed.count("\r\n"), "the fix mixed LF into a CRLF file"
+    for marker in [w for w in source.split() if w.startswith("keep")]:
+        assert marker in fixed, f"comment {marker} lost by the fix:\n{source}\n---\n{fixed}"
+    assert undefined_names(fixed) <= undefined_names(source), (undefined_names(fixed) - undefined_names(source),
+                                                               fixed)
+
+
+def _check_program(source: str, style: str, unsafe: bool) -> None:
+    results = {}
+    for config, prefilter in ((CONFIG, True), (CONFIG, False), (CONFIG_IM, True)):
+        result = analyze(source, config, prefilter)
+        assert not isinstance(result, FileError), f"{result}\n{source}"
+        results[config, prefilter] = sorted((h.code, h.line, h.col) for h in result.hits)
+    assert results[CONFIG, True] == results[CONFIG, False], "the prefilter changed the findings"
+    _check_fix(source, FixOptions(CONFIG, style=style, unsafe_fixes=unsafe), results[CONFIG, True])
+
+
+@snippet_settings
+@given(source=grad_mode_programs(), style=st.sampled_from(["remove", "no_grad"]), unsafe=st.booleans())
+def test_grad_mode_programs_lint_and_fix_cleanly(source: str, style: str, unsafe: bool) -> None:
+    _check_program(source, style, unsafe)
