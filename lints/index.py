@@ -143,16 +143,6 @@ _RESOLVED_LEAVES = (
 )
 
 
-def _leaf(expr: cst.BaseExpression) -> Optional[str]:
-    if isinstance(expr, cst.Call):
-        expr = expr.func
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value
-    return None
-
-
 class _Indexer(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider)
 
@@ -179,7 +169,7 @@ class _Indexer(cst.CSTVisitor):
         return start.line, start.column
 
     def _qualified(self, expr: cst.BaseExpression) -> frozenset[str]:
-        leaf = _leaf(expr)
+        leaf = names.leaf_name(expr)
         if leaf is None or leaf not in self._aliases:
             dotted = names.dotted(expr.func if isinstance(expr, cst.Call) else expr)
             if not (dotted and dotted.startswith("torch.ops.")):
@@ -310,7 +300,7 @@ class _Indexer(cst.CSTVisitor):
     def _bare_reference(self, node: Union[cst.Name, cst.Attribute]) -> None:
         if id(node) in self._not_references:
             return
-        leaf = _leaf(node)
+        leaf = names.leaf_name(node)
         if leaf in ("inference_mode", "no_grad") or (leaf in self._aliases and leaf not in _RESOLVED_LEAVES):
             qualified = self._qualified(node)
             if qualified:

@@ -96,11 +96,16 @@ def dotted(expr: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-def callee_name(call: cst.Call) -> Optional[str]:
-    """The last name of what is called: ``capture`` for ``self.runner.capture()``."""
-    func = call.func
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
+def leaf_name(expr: cst.BaseExpression) -> Optional[str]:
+    """The last name of an expression or of what a call calls: ``capture`` for ``self.runner.capture()``."""
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
     return None
+
+
+def callee_name(call: cst.Call) -> Optional[str]:
+    return leaf_name(call.func)
