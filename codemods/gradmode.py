@@ -41,8 +41,8 @@ class FixInferenceMode(CodemodCommand):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         source = tree.code
-        if not might_match(source, self.config):
-            raise SkipFile("no grad-mode switch in this file")
+        if not might_match(source, self.config, self.context.filename or ""):
+            raise SkipFile("no grad-mode mismatch possible in this file")
         result = analyze_module(tree, self.context.filename or "<stdin>", self.config)
         plans = plans_to_apply(without_noqa(result.hits, source), self.unsafe_fixes)
         if not plans:

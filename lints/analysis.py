@@ -99,27 +99,36 @@ class ModuleAnalysis:
         return refs
 
     def _mode_of_expr(self, expr: Optional[cst.BaseExpression], fn: FunctionInfo,
-                      factories: dict[FunctionInfo, tuple[str, str]]) -> Optional[tuple[str, str]]:
+                      factories: dict[FunctionInfo, tuple[str, str]],
+                      seen_names: frozenset[str] = frozenset()) -> Optional[tuple[str, str]]:
         if expr is None:
             return None
         refs = self._refs_in(expr, fn)
         if refs:
             return refs[0].mode, f"`{self.index.module.code_for_node(refs[0].expr)}`"
-        if isinstance(expr, cst.Name):  # `ctx = run_ctx or torch.inference_mode()` ... `with ctx:`
-            for fact in fn.assigns:
-                if fact.value is not None and any(isinstance(t, cst.Name) and t.value == expr.value
-                                                  for t in fact.targets):
-                    mode = self._mode_of_expr(fact.value, fn, factories)
-                    if mode is not None:
-                        return mode[0], f"`{expr.value}` (set at line {fact.line})"
-        if isinstance(expr, cst.BooleanOperation):
-            return self._mode_of_expr(expr.left, fn, factories) or self._mode_of_expr(expr.right, fn, factories)
-        if isinstance(expr, cst.Call):
-            for call in fn.calls:
-                if call.node is expr:
-                    for target in resolve_call(self.index, call):
-                        if target in factories:
-                            return factories[target]
+        # `run_ctx or ctx_factory()`: look at each operand (iteratively: chains can be long).
+        operands: list[cst.BaseExpression] = []
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.BooleanOperation):
+                stack.extend((node.right, node.left))
+            else:
+                operands.append(node)
+        for operand in operands:
+            if isinstance(operand, cst.Name) and operand.value not in seen_names:
+                # `ctx = run_ctx or torch.inference_mode()` ... `with ctx:` (`x = x or y` must not loop)
+                for fact in fn.assigns:
+                    if fact.value is not None and any(isinstance(t, cst.Name) and t.value == operand.value
+                                                      for t in fact.targets):
+                        mode = self._mode_of_expr(fact.value, fn, factories, seen_names | {operand.value})
+                        if mode is not None:
+                            return mode[0], f"`{operand.value}` (set at line {fact.line})"
+            elif isinstance(operand, cst.Call):
+                call = self.index.call_sites.get(operand)
+                for target in resolve_call(self.index, call) if call is not None else ():
+                    if target in factories:
+                        return factories[target]
         return None
 
     def _mode_of_with(self, with_node: cst.With, fn: FunctionInfo,

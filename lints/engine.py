@@ -18,15 +18,14 @@ from libcst.metadata import MetadataWrapper
 from .analysis import ModuleAnalysis
 from .config import Config
 from .index import build_index
+from .paths import text_may_have_warm_path
 from .model import FileError, Finding, RuleHit
 from .rules import ALL_RULES, FAMILIES
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
 _NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
-# A file can only produce findings if it mentions a grad-mode switch (GM1xx, GM202)
-# or a tensor factory (GM201). Anything else is skipped before parsing.
-_GRAD_MODE_TEXT = re.compile(r"inference_mode|no_grad")
+# GM201 can only fire on a file that mentions a tensor factory.
 _FACTORY_TEXT = re.compile(r"\b(?:empty|zeros|ones|full)(?:_like|_strided)?\b|_like\b|\bnew_(?:empty|zeros|ones|full|tensor)")
 
 
@@ -81,11 +80,17 @@ def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
     return SourceFile(path, text, encoding, raw)
 
 
-def might_match(text: str, config: Config) -> bool:
-    """Cheap text prefilter: False only when no selected rule can fire on ``text``."""
-    if _GRAD_MODE_TEXT.search(text) and any(config.is_selected(code) for code in ALL_RULES):
+def might_match(text: str, config: Config, path: str = "") -> bool:
+    """Cheap text prefilter: False only when no selected rule can fire on ``text``.
+
+    GM1xx and GM202 need the grad-mode switch that differs from serving's and a
+    warmup/autotune/capture path (a matching name, class or module); GM201 needs a factory.
+    """
+    if config.is_selected("GM201") and _FACTORY_TEXT.search(text):
         return True
-    return bool(_FACTORY_TEXT.search(text)) and config.is_selected("GM201")
+    mismatched = "inference_mode" if config.serving_grad_mode == "no_grad" else "no_grad"
+    return (mismatched in text and any(config.is_selected(code) for code in ALL_RULES)
+            and text_may_have_warm_path(text, path, config))
 
 
 def parse(path: str, text: str) -> Union[cst.Module, FileError]:
@@ -117,7 +122,7 @@ def analyze_module(module: cst.Module, path: str, config: Config) -> ModuleResul
 
 def analyze_text(text: str, path: str, config: Config, prefilter: bool = True,
                  apply_noqa: bool = True) -> Union[ModuleResult, FileError]:
-    if prefilter and not might_match(text, config):
+    if prefilter and not might_match(text, config, path):
         return ModuleResult([])
     module = parse(path, text)
     if isinstance(module, FileError):

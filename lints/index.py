@@ -130,6 +130,10 @@ class ModuleIndex:
     functions: list[FunctionInfo]
     classes: dict[str, ClassInfo]
     with_statements: dict[cst.With, tuple[FunctionInfo, Frame, int, int]]
+    call_sites: dict[cst.Call, CallSite] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.call_sites = {call.node: call for fn in self.functions for call in fn.calls}
 
     def all_grad_refs(self) -> list[GradModeRef]:
         return [ref for fn in self.functions for ref in fn.grad_refs]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
+import re
 from collections import deque
 from typing import Iterable, Optional
 
@@ -33,6 +35,23 @@ def _match(name: str, patterns: Iterable[str]) -> Optional[str]:
 def name_is_warm_path(name: str, config: Config) -> Optional[str]:
     """The pattern a function name matches, if any (used for unresolved callees too)."""
     return _match(name, config.path_patterns)
+
+
+@functools.lru_cache(maxsize=16)
+def _identifier_matcher(patterns: tuple[str, ...]) -> "re.Pattern[str]":
+    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns) or r"(?!)")
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def text_may_have_warm_path(text: str, path: str, config: Config) -> bool:
+    """False only when no function of ``text`` can be classified (nor a call to one found):
+    no identifier matches the name or class patterns and the module glob does not match."""
+    if module_matches(path, config):
+        return True
+    matcher = _identifier_matcher(tuple(config.path_patterns) + tuple(config.class_patterns))
+    return any(matcher.match(name.lower()) for name in set(_IDENTIFIER.findall(text)))
 
 
 def module_matches(path: str, config: Config) -> Optional[str]:

@@ -39,7 +39,7 @@ def test_json_format(tmp_path, run):
 
 def test_sarif_format(tmp_path, run):
     copy(tmp_path, BUGGY)
-    (tmp_path / "broken.py").write_text("def f(:\n  inference_mode\n")
+    (tmp_path / "broken.py").write_text("def warmup(:\n  inference_mode\n")
     proc = run("lints", "--format", "sarif", ".")
     assert proc.returncode == 2
     sarif = json.loads(proc.stdout)

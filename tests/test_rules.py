@@ -111,3 +111,28 @@ def test_unrelated_names_do_not_fire():
         "        self.inference_mode = True\n"
     )
     assert findings(source) == set()
+
+
+PREFILTER_CONFIGS = [ALL_ON, Config(), Config(serving_grad_mode="inference_mode"),
+                     Config(module_globs=("example.py",)), Config(path_patterns=("*step*",))]
+ALL_SOURCES = [src for _, _, src in (c.values for c in CASES)] + [
+    p.read_text() for p in sorted((FIXTURES / "lint").glob("*.py")) + sorted((FIXTURES / "fix").glob("*.py"))]
+
+
+@pytest.mark.parametrize("config", PREFILTER_CONFIGS, ids=lambda c: repr(c)[:60])
+def test_prefilter_loses_no_finding(config):
+    for source in ALL_SOURCES:
+        fast = analyze_text(source, "example.py", config, prefilter=True)
+        slow = analyze_text(source, "example.py", config, prefilter=False)
+        assert [(h.code, h.line, h.col) for h in fast.hits] == [(h.code, h.line, h.col) for h in slow.hits]
+
+
+def test_prefilter_skips_files_that_cannot_match(tmp_path):
+    from lints.engine import might_match
+
+    assert not might_match("import torch\nwith torch.no_grad():\n    pass\n", Config())
+    assert not might_match("import torch\ndef serve():\n    with torch.inference_mode():\n        pass\n", Config())
+    assert might_match("import torch\ndef serve(r):\n    with torch.inference_mode():\n        r.capture()\n",
+                       Config())
+    assert might_match("import torch\ndef serve():\n    with torch.inference_mode():\n        pass\n",
+                       Config(module_globs=("*/engine/*.py",)), "src/engine/a.py")
