@@ -532,3 +532,276 @@ def test_codemod_round_trip_over_torch_sources(torch_tree: Path, tmp_path: Path)
     assert snapshot(work) == after
     relint = _lint_json(work, "--no-cache", cwd=tmp_path)
     assert not [f for f in relint["findings"] if f["code"] in FIX_RULES], relint["findings"]
+
+
+@pytest.mark.parametrize("source", [
+    # two inference_mode items on one `with`: the fix drops one, the other still wraps the warm call
+    "import torch\n"
+    "def main(runner):\n"
+    "    with torch.inference_mode(), torch.inference_mode():\n"
+    "        runner.capture()\n",
+    # nested inference_mode blocks: the outer one only becomes safe to remove once the inner one is gone
+    "import torch\n"
+    "def main(runner):\n"
+    "    with torch.inference_mode():\n"
+    "        with torch.inference_mode():\n"
+    "            runner.warmup()\n",
+], ids=["two-items", "nested"])
+def test_one_codemod_pass_fixes_everything_it_can(source: str) -> None:
+    """Found by the generated programs: a second codemod run must not change the file again."""
+    options = FixOptions(CONFIG)
+    fixed, remaining, error = fix_text(source_of(source), options)
+    assert error is None and fixed is not None
+    assert not [f for f in remaining if f.fixable == "safe"], remaining
+    again, _, _ = fix_text(source_of(fixed), options)
+    assert again is None, f"second pass still changes the file:\n{fixed}---\n{again}"
+
+
+# --------------------------------------------------------------------------------------------------
+# determinism: jobs, cache
+# --------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mixed_tree(torch_tree: Path, tmp_path_factory) -> Path:
+    """Small real files plus every rule's examples (so there are findings of every kind)."""
+    from lints.rules import ALL_RULES
+
+    dest = tmp_path_factory.mktemp("mixed") / "tree"
+    for path in sorted(torch_tree.rglob("*.py")):
+        if path.stat().st_size <= 12_000:  # planted files too: fixing big files is slow (see bench/RESULTS.md)
+            target = dest / "torch" / path.relative_to(torch_tree)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+    for code, rule in ALL_RULES.items():
+        for i, example in enumerate(rule.invalid + rule.valid):
+            target = dest / "examples" / code.lower() / f"example_{i}.py"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(example.replace("# expect:", "# was expect:"))
+    # The same content at two paths: the cache must report each under its own path.
+    (dest / "examples" / "dup_a.py").write_text(ALL_RULES["GM101"].invalid[0])
+    (dest / "examples" / "dup_b.py").write_text(ALL_RULES["GM101"].invalid[0])
+    return dest
+
+
+def test_lint_results_do_not_depend_on_jobs_or_cache(mixed_tree: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    runs = {
+        "jobs1": _lint_json(mixed_tree, "--no-cache", "--jobs", "1", cwd=tmp_path),
+        "jobs2": _lint_json(mixed_tree, "--no-cache", "--jobs", "2", cwd=tmp_path),
+        "cold": _lint_json(mixed_tree, "--cache-dir", str(cache), "--jobs", "2", cwd=tmp_path),
+        "warm": _lint_json(mixed_tree, "--cache-dir", str(cache), "--jobs", "1", cwd=tmp_path),
+    }
+    assert runs["jobs1"]["findings"], "no findings: the comparison would prove nothing"
+    assert {f["path"] for f in runs["jobs1"]["findings"]} >= {"examples/dup_a.py", "examples/dup_b.py"}
+    assert any(cache.iterdir()), "the cache was not written"
+    for name, run in runs.items():
+        assert run == runs["jobs1"], f"{name} differs from --jobs 1 --no-cache"
+    # An edit is seen through a warm cache (keyed by content), and --no-cache still agrees.
+    edited = mixed_tree / "examples" / "dup_b.py"
+    original = edited.read_bytes()
+    try:
+        edited.write_text("import torch\n")
+        warm = _lint_json(mixed_tree, "--cache-dir", str(cache), cwd=tmp_path)
+        assert "examples/dup_b.py" not in {f["path"] for f in warm["findings"]}
+        assert warm == _lint_json(mixed_tree, "--no-cache", cwd=tmp_path)
+    finally:
+        edited.write_bytes(original)
+
+
+def test_codemod_results_do_not_depend_on_jobs(mixed_tree: Path, tmp_path: Path) -> None:
+    outputs = {}
+    for jobs in ("1", "2"):
+        work = tmp_path / f"jobs{jobs}"
+        shutil.copytree(mixed_tree, work)
+        proc = run_cli("lints.codemod", ".", "--unsafe-fixes", "--jobs", jobs, cwd=work)
+        assert_no_traceback(proc)
+        assert proc.returncode in (0, 1), proc.stderr
+        outputs[jobs] = (snapshot(work), proc.stdout, proc.stderr)
+    assert outputs["1"][0] != snapshot(mixed_tree), "nothing was fixed: the comparison would prove nothing"
+    assert outputs["1"] == outputs["2"]
+
+
+# --------------------------------------------------------------------------------------------------
+# bad input through the CLI and the codemod
+# --------------------------------------------------------------------------------------------------
+FIXABLE = (
+    "import torch\n"
+    "class CudaGraphRunner:\n"
+    "    def capture(self):\n"
+    "        with torch.inference_mode():\n"
+    "            self.run_once()\n"
+)
+
+
+def _big_file(size: int) -> bytes:
+    lines = [FIXABLE]
+    total, i = len(FIXABLE), 0
+    while total < size:
+        line = f"value_{i} = compute({i}, 'padding padding padding padding')\n"
+        lines.append(line)
+        total += len(line)
+        i += 1
+    return "".join(lines).encode()
+
+
+@pytest.fixture()
+def bad_tree(tmp_path: Path) -> Path:
+    root = tmp_path / "bad"
+    root.mkdir()
+    files = {
+        "empty.py": b"",
+        "bom.py": b"\xef\xbb\xbf" + FIXABLE.encode(),
+        "crlf.py": FIXABLE.replace("\n", "\r\n").encode(),
+        "tabs.py": FIXABLE.replace("    ", "\t").encode(),
+        "formfeed.py": ("\f" + FIXABLE.replace("class", "\f\nclass") + "\f\n").encode(),
+        "nul.py": FIXABLE.encode() + b"\x00\n",
+        "latin1_no_cookie.py": FIXABLE.encode() + "# caf\xe9\n".encode("latin-1"),
+        "latin1_cookie.py": ("# -*- coding: latin-1 -*-\n" + FIXABLE + "# caf\xe9\n").encode("latin-1"),
+        "syntax_error.py": b"import torch\ndef capture(:\n    with torch.inference_mode():\n        pass\n",
+        "big.py": _big_file(5 * 1024 * 1024),
+        "readonly.py": FIXABLE.encode(),
+        "deep.py": b"# no_grad\nx = " + b"[" * 150 + b"]" * 150 + b"\n",
+        "x.py/inner.py": FIXABLE.encode(),  # a folder named x.py
+    }
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    (root / "readonly.py").chmod(0o444)
+    (root / "self_loop.py").symlink_to("self_loop.py")
+    (root / "loop_a.py").symlink_to("loop_b.py")
+    (root / "loop_b.py").symlink_to("loop_a.py")
+    (root / "dangling.py").symlink_to("does_not_exist.py")
+    (root / "sub").mkdir()
+    (root / "sub" / "up").symlink_to("..", target_is_directory=True)  # a folder loop
+    return root
+
+
+def _stderr_lines(proc: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if line.strip()]
+
+
+def _errors_by_file(proc: subprocess.CompletedProcess, root: Path) -> dict[str, str]:
+    out = {}
+    for line in _stderr_lines(proc):
+        if ": error: " in line and not line.startswith("gradmode"):
+            path, message = line.split(": error: ", 1)
+            out[os.path.relpath(path, root)] = message
+    return out
+
+
+EXPECTED_ERRORS = {  # file -> words its one-line error must contain
+    "nul.py": "NUL",
+    "latin1_no_cookie.py": "decode",
+    "syntax_error.py": "syntax error at line 2",
+    "big.py": "limit",
+    "self_loop.py": "symbolic links",
+    "loop_a.py": "symbolic links",
+    "loop_b.py": "symbolic links",
+    "dangling.py": "No such file",
+}
+FIXED_BY_CODEMOD = {"bom.py", "crlf.py", "tabs.py", "formfeed.py", "latin1_cookie.py", "x.py/inner.py"}
+
+
+def test_linter_on_bad_input(bad_tree: Path) -> None:
+    before = snapshot(bad_tree)
+    proc = run_cli("lints", str(bad_tree), "--no-cache", "--format", "json", "--jobs", "2", cwd=bad_tree.parent)
+    assert_no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert snapshot(bad_tree) == before
+    errors = _errors_by_file(proc, bad_tree)
+    for name, words in EXPECTED_ERRORS.items():
+        assert name in errors, f"no error line for {name}:\n{proc.stderr}"
+        assert words.lower() in errors[name].lower(), (name, errors[name])
+    unexpected = set(errors) - set(EXPECTED_ERRORS) - {"deep.py"}
+    assert not unexpected, {k: errors[k] for k in unexpected}
+    assert len(_stderr_lines(proc)) == len(errors) + 1, proc.stderr  # one line per file, plus the summary
+    report = json.loads(proc.stdout)
+    assert {os.path.relpath(e["path"], bad_tree) for e in report["errors"]} == set(errors)
+    found = {(os.path.relpath(f["path"], bad_tree), f["line"], f["code"]) for f in report["findings"]}
+    # The same finding at the same line whatever the encoding, line endings or indentation.
+    for name in FIXED_BY_CODEMOD | {"readonly.py"}:
+        line = 5 if name == "latin1_cookie.py" else (5 if name == "formfeed.py" else 4)
+        assert (name, line, "GM101") in found, (name, sorted(found))
+    assert not [f for f in found if f[0] == "empty.py"]
+
+
+@pytest.mark.parametrize("name, status, words", [
+    ("empty.py", 0, None),
+    ("bom.py", 1, None),
+    ("nul.py", 2, "NUL"),
+    ("big.py", 2, "limit"),
+    ("self_loop.py", 2, "symbolic links"),
+    ("x.py", 1, None),  # a folder: linted as one
+])
+def test_linter_exit_status_per_file(bad_tree: Path, name: str, status: int, words: Optional[str]) -> None:
+    proc = run_cli("lints", str(bad_tree / name), "--no-cache", "-q", cwd=bad_tree.parent)
+    assert_no_traceback(proc)
+    assert proc.returncode == status, (proc.stdout, proc.stderr)
+    lines = _stderr_lines(proc)
+    if words is None:
+        assert lines == [], proc.stderr
+    else:
+        assert len(lines) == 1 and lines[0].startswith(str(bad_tree / name) + ": error: "), lines
+        assert words.lower() in lines[0].lower()
+
+
+def test_codemod_on_bad_input(bad_tree: Path) -> None:
+    before = snapshot(bad_tree)
+    ro_mode = stat.S_IMODE((bad_tree / "readonly.py").stat().st_mode)
+    proc = run_cli("lints.codemod", str(bad_tree), "--jobs", "2", cwd=bad_tree.parent)
+    assert_no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    after = snapshot(bad_tree)
+    assert set(after) == set(before), "files created or removed"
+    changed = {name for name in before if after[name] != before[name]}
+    assert changed == FIXED_BY_CODEMOD, sorted(changed)
+    errors = _errors_by_file(proc, bad_tree)
+    assert set(errors) == set(EXPECTED_ERRORS) | {"readonly.py"} | ({"deep.py"} & set(errors)), errors
+    assert "read-only" in errors["readonly.py"]
+    assert after["readonly.py"] == before["readonly.py"]
+    assert stat.S_IMODE((bad_tree / "readonly.py").stat().st_mode) == ro_mode
+    for name in changed:
+        data, mode = after[name]
+        assert mode == before[name][1], f"{name}: mode changed"
+        assert b"inference_mode" not in data, name
+    assert after["bom.py"][0].startswith(b"\xef\xbb\xbf")
+    assert after["bom.py"][0][3:].decode() == after["x.py/inner.py"][0].decode()
+    crlf = after["crlf.py"][0]
+    assert crlf.count(b"\n") == crlf.count(b"\r\n")
+    assert after["tabs.py"][0] == b"import torch\nclass CudaGraphRunner:\n\tdef capture(self):\n\t\tself.run_once()\n"
+    latin = after["latin1_cookie.py"][0]
+    assert latin.endswith("# caf\xe9\n".encode("latin-1")), latin
+    for name in changed:
+        text = read_source(str(bad_tree / name))
+        assert not isinstance(text, FileError), text
+        assert_parses(text.text, name)
+    # Nothing is left to do: a second run changes nothing.
+    again = run_cli("lints.codemod", str(bad_tree), "--jobs", "2", cwd=bad_tree.parent)
+    assert_no_traceback(again)
+    assert snapshot(bad_tree) == after
+
+
+def test_codemod_check_and_diff_write_nothing(bad_tree: Path) -> None:
+    before = snapshot(bad_tree)
+    for flag in ("--check", "--diff"):
+        proc = run_cli("lints.codemod", str(bad_tree), flag, "--jobs", "1", cwd=bad_tree.parent)
+        assert_no_traceback(proc)
+        assert proc.returncode == 2, proc.stderr  # the unreadable files are still errors
+        assert snapshot(bad_tree) == before, flag
+    proc = run_cli("lints.codemod", str(bad_tree / "readonly.py"), "--check", cwd=bad_tree.parent)
+    assert proc.returncode == 1, proc.stderr  # would change; read-only only matters when writing
+    proc = run_cli("lints.codemod", str(bad_tree / "readonly.py"), cwd=bad_tree.parent)
+    assert proc.returncode == 2 and snapshot(bad_tree) == before, proc.stderr
+    lines = _stderr_lines(proc)
+    assert lines[0] == f"{bad_tree / 'readonly.py'}: error: read-only file: fixes available but not written", lines
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("GRADMODE_SLOW_TESTS"),
+                    reason="~90 s on 2 cores (libcst metadata over 5 MB); set GRADMODE_SLOW_TESTS=1")
+def test_big_file_is_linted_when_the_limit_allows_it(tmp_path: Path) -> None:
+    big = tmp_path / "big.py"
+    big.write_bytes(_big_file(5 * 1024 * 1024))
+    proc = run_cli("lints", str(big), "--no-cache", "-q", "--max-file-size", str(6 * 1024 * 1024), cwd=tmp_path,
+                   timeout=300)
+    assert_no_traceback(proc)
+    assert proc.returncode == 1 and ":4:14: GM101" in proc.stdout, (proc.stdout, proc.stderr)
