@@ -41,7 +41,7 @@ _common = dict(deadline=None, derandomize=os.environ.get("GRADMODE_FUZZ_RANDOM")
 # Random programs rarely reach the rules and are cheap; programs built from grad-mode snippets are
 # parsed, linted, fixed and re-fixed, which costs ~0.3 s each (see bench/RESULTS.md on fix_text's speed).
 fuzz_settings = settings(max_examples=FUZZ_EXAMPLES, **_common)
-snippet_settings = settings(max_examples=max(10, FUZZ_EXAMPLES // 4), **_common)
+snippet_settings = settings(max_examples=max(10, FUZZ_EXAMPLES // 6), **_common)
 mixed_settings = settings(max_examples=max(5, FUZZ_EXAMPLES // 10), **_common)
 
 
@@ -182,7 +182,8 @@ class _Gen:
     def simple(self, is_async: bool) -> str:
         choice = self.draw(st.integers(0, 9))
         if choice == 0:
-            return "pass"
+            return self.pick(["pass", "ctx = ctx or run_ctx", "run_ctx = ctx; ctx = run_ctx",
+                              f"ctx = ctx if flag else {self.ctx()}"])
         if choice == 1:
             return "x = model(x)"
         if choice in (2, 3, 4):
@@ -295,7 +296,7 @@ class _Gen:
 
     def program(self) -> list[tuple[int, str]]:
         lines = [(0, "import contextlib"), (0, "import functools")] + [(0, imp) for imp in self.imports]
-        for _ in range(self.draw(st.integers(1, 4))):
+        for _ in range(self.draw(st.integers(1, 3))):
             kind = self.draw(st.integers(0, 5))
             if kind <= 2:
                 lines += self.function(0)
