@@ -157,8 +157,7 @@ def to_findings(path: str, hits: list[RuleHit]) -> list[Finding]:
     out = []
     for hit in hits:
         rule = ALL_RULES[hit.code]
-        fixable = "" if hit.plan is None else ("safe" if hit.plan.safe else "unsafe")
-        out.append(Finding(path, hit.line, hit.col, hit.code, hit.message, rule.severity, fixable))
+        out.append(Finding(path, hit.line, hit.col, hit.code, hit.message, rule.severity, hit.fixable))
     return out
 
 

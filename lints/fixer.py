@@ -20,11 +20,11 @@ _INFERENCE_MODE_MODULES = ("torch", "torch.autograd", "torch.autograd.grad_mode"
 
 def plans_to_apply(hits: Iterable[RuleHit], unsafe_fixes: bool) -> list[FixPlan]:
     """Distinct plans of the fixable findings (several GM104 calls share one block)."""
-    seen: dict[int, FixPlan] = {}
+    seen: dict[tuple[int, ...], FixPlan] = {}
     for hit in hits:
-        plan = hit.plan
-        if plan is not None and (plan.safe or unsafe_fixes) and id(plan.node) not in seen:
-            seen[id(plan.node)] = plan
+        for plan in hit.plans:
+            if plan.safe or unsafe_fixes:
+                seen.setdefault((id(plan.node), *map(id, plan.items)), plan)
     return list(seen.values())
 
 
@@ -34,7 +34,7 @@ class _FixTransformer(cst.CSTTransformer):
         self.style = style
         self.context = context
         self.unwrap: set[cst.With] = set()
-        self.drop_item: dict[cst.With, list[int]] = {}
+        self.drop_item: dict[cst.With, set[int]] = {}
         self.replace: dict[cst.CSTNode, cst.BaseExpression] = {}
         self._to_splice: dict[int, cst.With] = {}
         for plan in plans:
@@ -56,14 +56,15 @@ class _FixTransformer(cst.CSTTransformer):
 
     def _register(self, plan: FixPlan) -> None:
         if plan.action in ("unwrap_with", "drop_with_item"):
-            assert isinstance(plan.node, cst.With) and plan.item is not None
+            assert isinstance(plan.node, cst.With) and plan.items
             if self.style == "no_grad":
-                self.replace[plan.item.item] = self._no_grad_for(plan.item.item)
+                for item in plan.items:
+                    self.replace[item.item] = self._no_grad_for(item.item)
             elif plan.action == "unwrap_with":
                 self.unwrap.add(plan.node)
             else:
-                index = next(i for i, item in enumerate(plan.node.items) if item is plan.item)
-                self.drop_item.setdefault(plan.node, []).append(index)
+                drops = self.drop_item.setdefault(plan.node, set())
+                drops.update(i for i, item in enumerate(plan.node.items) if any(item is p for p in plan.items))
         elif plan.action == "null_context":
             assert isinstance(plan.node, cst.BaseExpression)
             self.replace[plan.node] = (self._no_grad_for(plan.node) if self.style == "no_grad"

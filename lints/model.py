@@ -41,7 +41,7 @@ class FixPlan:
     action: str  # "unwrap_with" | "drop_with_item" | "replace_with_no_grad" | "null_context" | "decorator_no_grad"
     node: cst.CSTNode
     safe: bool
-    item: Optional[cst.WithItem] = None
+    items: tuple[cst.WithItem, ...] = ()  # for the with-block actions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,4 +68,10 @@ class RuleHit:
     line: int
     col: int
     message: str
-    plan: Optional[FixPlan] = None
+    plans: tuple[FixPlan, ...] = ()  # several when nested blocks all wrap the same call
+
+    @property
+    def fixable(self) -> str:
+        if not self.plans:
+            return ""
+        return "safe" if all(p.safe for p in self.plans) else "unsafe"

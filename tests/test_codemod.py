@@ -49,8 +49,8 @@ def test_no_fixable_gm1_left_after_fix(name):
     options = options_for(fix_args(source))
     before = analyze_text(source, "x.py", options.config).hits
     after = analyze_text(fixed(source, options), "x.py", options.config).hits
-    applied = [h for h in before if h.plan and (h.plan.safe or options.unsafe_fixes)]
-    left = [h for h in after if h.code.startswith("GM1") and h.plan and (h.plan.safe or options.unsafe_fixes)]
+    applied = [h for h in before if any(p.safe or options.unsafe_fixes for p in h.plans)]
+    left = [h for h in after if h.code.startswith("GM1") and any(p.safe or options.unsafe_fixes for p in h.plans)]
     assert not left
     if applied:
         assert len([h for h in after if h.code.startswith("GM1")]) < len([h for h in before if h.code.startswith("GM1")])

@@ -7,13 +7,13 @@ consistent and ``no_grad`` is the mismatch (GM105).
 """
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator, Sequence
 
 import libcst as cst
 
 from .. import names
 from ..analysis import ModuleAnalysis, ModeRegion
-from ..index import GradModeRef
+from ..index import CallSite, GradModeRef
 from ..model import FixPlan, Rule, RuleHit
 
 _CRASH = ("buffers it lazily allocates become inference tensors, and their first in-place update "
@@ -240,18 +240,16 @@ RULES = {
     ),
 }
 
-_KIND_WORDS = {"with": "block", "enter_context": "block", "decorator": "decorator", "object": "context object"}
-
-
 def _torch_switch(analysis: ModuleAnalysis, ref: GradModeRef) -> str:
     return " ".join(analysis.index.module.code_for_node(ref.expr).split())
 
 
-def _with_plan(with_node: cst.With, target: cst.BaseExpression, safe: bool) -> FixPlan:
-    item = next(i for i in with_node.items if i.item is target)
-    if len(with_node.items) == 1:
-        return FixPlan("unwrap_with", with_node, safe and item.asname is None, item)
-    return FixPlan("drop_with_item", with_node, safe and item.asname is None, item)
+def _with_plan(with_node: cst.With, targets: Sequence[cst.BaseExpression], safe: bool) -> FixPlan:
+    """Drop the items holding ``targets``; with nothing left, unwrap the block."""
+    items = tuple(i for i in with_node.items if any(i.item is t for t in targets))
+    safe = safe and all(i.asname is None for i in items)  # `as ctx` may be used in the body
+    action = "unwrap_with" if len(items) == len(with_node.items) else "drop_with_item"
+    return FixPlan(action, with_node, safe, items)
 
 
 def check(analysis: ModuleAnalysis) -> Iterator[RuleHit]:
@@ -272,47 +270,63 @@ def check(analysis: ModuleAnalysis) -> Iterator[RuleHit]:
                 continue
             if ref.role in ("with", "enter_context"):
                 if ref.role == "with":
-                    plan: Optional[FixPlan] = _with_plan(ref.owner, ref.expr, safe=True)
+                    plan = _with_plan(ref.owner, [ref.expr], safe=True)
                 else:
                     plan = FixPlan("null_context", ref.expr, safe=True)
-                yield RuleHit("GM101", ref.line, ref.col, f"`with {switch}` {where}: {_CRASH}", plan)
+                yield RuleHit("GM101", ref.line, ref.col, f"`with {switch}` {where}: {_CRASH}", (plan,))
             elif ref.role == "decorator":
                 yield RuleHit("GM102", ref.line, ref.col, f"`@{switch}` {where}: {_CRASH}",
-                              FixPlan("decorator_no_grad", ref.owner, safe=True))
+                              (FixPlan("decorator_no_grad", ref.owner, safe=True),))
             else:
                 yield RuleHit("GM103", ref.line, ref.col,
                               f"inference-mode context object `{switch}` {where}: {_CRASH}",
-                              FixPlan("null_context", ref.expr, safe=True))
+                              (FixPlan("null_context", ref.expr, safe=True),))
     if serving == names.INFERENCE_MODE:
         return
-    for region in analysis.regions:
-        if region.mode != names.INFERENCE_MODE or analysis.warm_reason(region.function) is not None:
-            continue  # warm functions are reported above, at the switch itself
-        yield from _caller_side(analysis, region)
+    yield from _caller_side(analysis)
 
 
-def _caller_side(analysis: ModuleAnalysis, region: ModeRegion) -> Iterator[RuleHit]:
-    warm_calls = [(call, why) for call in region.calls if (why := analysis.call_targets_warm(call))]
-    if not warm_calls:
-        return
-    plan = None
-    direct = region.direct_ref
-    if direct is not None and direct.role == "with":
-        only_warm = _body_is_only(region.owner, {id(c.node) for c, _ in warm_calls})
-        plan = _with_plan(region.owner, direct.expr, safe=only_warm)
-    for call, why in warm_calls:
+def _caller_side(analysis: ModuleAnalysis) -> Iterator[RuleHit]:
+    """GM104, once per warm call, innermost enclosing inference-mode region first."""
+    regions = [r for r in analysis.regions
+               if r.mode == names.INFERENCE_MODE and analysis.warm_reason(r.function) is None]
+    enclosing: dict[CallSite, list[ModeRegion]] = {}
+    why: dict[CallSite, str] = {}
+    for region in regions:
+        for call in region.calls:
+            if call not in why:
+                reason = analysis.call_targets_warm(call)
+                if reason is None:
+                    continue
+                why[call] = reason
+            enclosing.setdefault(call, []).append(region)
+    # Blocks that only wrap warm calls (or other such blocks) can go safely.
+    direct_withs = {r.owner: r for r in regions if r.direct_ref is not None and r.direct_ref.role == "with"}
+    warm_ids = {id(call.node) for call in why}
+    plans: dict[cst.With, FixPlan] = {}
+    for with_node, region in direct_withs.items():
+        targets = [ref.expr for ref in region.function.grad_refs
+                   if ref.owner is with_node and ref.role == "with" and ref.enabled and ref.mode == region.mode]
+        plans[with_node] = _with_plan(with_node, targets, safe=_only_warm(with_node, warm_ids, direct_withs))
+    for call, found in sorted(enclosing.items(), key=lambda item: (item[0].line, item[0].col)):
+        found.sort(key=lambda r: -r.line)  # innermost (latest-starting) first
+        inner = found[0]
         yield RuleHit(
             "GM104", call.line, call.col,
-            f"{why}, called under inference mode entered by {region.via} at line {region.line}: {_CRASH}",
-            plan,
+            f"{why[call]}, called under inference mode entered by {inner.via} at line {inner.line}: {_CRASH}",
+            tuple(plans[r.owner] for r in found if r.owner in plans),
         )
 
 
-def _body_is_only(with_node: cst.With, warm_call_ids: set[int]) -> bool:
-    """True when every statement of the block is a bare call to a warm path."""
+def _only_warm(with_node: cst.With, warm_call_ids: set[int], removable: dict) -> bool:
+    """True when every statement of the block is a bare warm call or another removable such block."""
     body = with_node.body
     statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
     for stmt in statements:
+        if isinstance(stmt, cst.With) and stmt in removable:
+            if _only_warm(stmt, warm_call_ids, removable):
+                continue
+            return False
         small = stmt.body if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else None
         if small is None:
             return False
