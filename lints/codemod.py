@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import functools
 import sys
+import warnings
 from typing import Optional, Sequence
 
 import libcst as cst
@@ -59,7 +60,9 @@ def fix_text(source: SourceFile, options: FixOptions) -> tuple[Optional[str], li
     # Never hand back code that does not parse, whatever went wrong above.
     try:
         cst.parse_module(fixed)
-        ast.parse(fixed, filename=source.path)
+        with warnings.catch_warnings():  # the user's own `\d` escapes are not our business here
+            warnings.simplefilter("ignore")
+            ast.parse(fixed, filename=source.path)
     except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
         return None, [], f"internal error: the fix produced code that does not parse ({exc}); file left unchanged"
     after = analyze_text(fixed, source.path, options.config)

@@ -10,6 +10,7 @@ import io
 import os
 import re
 import tokenize
+import warnings
 from typing import Optional, Union
 
 import libcst as cst
@@ -98,7 +99,9 @@ def parse(path: str, text: str) -> Union[cst.Module, FileError]:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         try:  # Python's own message is the one users know
-            compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
         except SyntaxError as py_exc:
             return FileError(path, f"syntax error at line {py_exc.lineno}, column {py_exc.offset}: {py_exc.msg}")
         except (ValueError, RecursionError, MemoryError):
