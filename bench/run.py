@@ -1,7 +1,7 @@
 """Benchmark gradmode-lint on real trees nobody here wrote (issue 5).
 
     python bench/run.py --setup                 # once: throwaway venvs and trees under .bench/
-    python bench/run.py --quick                 # every 8th file of each tree, ~15 min on 2 cores
+    python bench/run.py --quick                 # every 8th file of each tree, ~30 min on 2 cores
     python bench/run.py --tree vllm             # a whole tree (vllm, sglang, transformers, flashinfer, torch)
     python bench/run.py --tree /some/path --repeat 3 --write
 
@@ -202,7 +202,7 @@ def bench_tree(name: str, root: Path, args: argparse.Namespace, runner: Runner) 
     r["cache_warm"] = runner.time("gradmode-lint warm cache (2nd run)", cached, ok=(0, 1, 2))
     if not args.skip_torchfix:
         r["torchfix"] = runner.time(f"TorchFix -j {jobs}", [VENVS / "torchfix" / "bin" / "torchfix", "-j", jobs, root],
-                                    repeat=1 if args.repeat > 1 else None, ok=(0, 1))
+                                    repeat=1, ok=(0, 1))
         m = re.search(r"Finished checking (\d+) files", r["torchfix"]["stderr"] + r["torchfix"]["stdout"])
         r["torchfix_files"] = int(m.group(1)) if m else None
     for venv in ("flake8", "flake8-gm", "flake8-bugbear"):
@@ -355,10 +355,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--print-setup", action="store_true", help="print the setup commands and exit")
     parser.add_argument("--tree", action="append", help="torch, vllm, sglang, transformers, flashinfer or a folder "
                         "(repeatable; default: all five)")
-    parser.add_argument("--quick", action="store_true", help="every 8th file of each tree, no repeats")
+    parser.add_argument("--quick", action="store_true", help="every 8th file of each tree")
     parser.add_argument("--sample", type=int, default=None, help="keep every Nth file (default 1, 8 with --quick)")
     parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--repeat", type=int, default=None, help="best of N (default 1 with --quick, else 3)")
+    parser.add_argument("--repeat", type=int, default=3, help="best of N for the cheaper runs (default 3; "
+                        "TorchFix, --select GM and --no-prefilter always run once)")
     parser.add_argument("--skip-torchfix", action="store_true")
     parser.add_argument("--skip-no-prefilter", action="store_true")
     parser.add_argument("--skip-opt-in", action="store_true", help="skip the run with opt-in GM201 selected")
@@ -366,7 +367,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--label", default=None, help="section of RESULTS.md to (re)write (default from the options)")
     args = parser.parse_args(argv)
     args.sample = args.sample or (8 if args.quick else 1)
-    args.repeat = args.repeat or (1 if args.quick else 3)
     if args.print_setup:
         print("\n".join(setup_commands()))
         return 0
