@@ -13,11 +13,9 @@ from typing import Optional, Sequence, Union
 
 from . import __version__
 from .config import SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config, split_codes
-from .engine import MAX_FILE_BYTES, SourceFile, lint_source, read_source
-from .files import ResultCache, default_jobs, discover, run_jobs
+from .files import MAX_FILE_BYTES, ResultCache, SourceFile, default_jobs, discover, read_source, run_jobs
 from .model import FileError, Finding
 from .output import explain, render_json, render_sarif, render_text
-from .rules import ALL_RULES
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -61,13 +59,20 @@ def config_from_args(args: argparse.Namespace) -> Config:
     )
     if args.extend_path_patterns:
         config = config.replace(path_patterns=config.path_patterns + globs(args.extend_path_patterns))
-    unknown = [c for c in config.select + config.extend_select + config.ignore if not any(code.startswith(c) for code in ALL_RULES)]
+    chosen = config.select + config.extend_select + config.ignore
+    if not chosen:
+        return config
+    from .rules import ALL_RULES  # only now: a warm-cache run never needs libcst
+
+    unknown = [c for c in chosen if not any(code.startswith(c) for code in ALL_RULES)]
     if unknown:
         raise ConfigError(f"unknown rule code(s): {', '.join(unknown)} (known: {', '.join(ALL_RULES)})")
     return config
 
 
 def _lint_one(source: SourceFile, config: Config, prefilter: bool) -> Union[list[Finding], FileError]:
+    from .engine import lint_source  # imports libcst: only for files not in the cache
+
     try:
         return lint_source(source, config, prefilter=prefilter)
     except Exception as exc:  # one bad file must not stop the run
@@ -143,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["explain"], ["rules"]):
+        from .rules import ALL_RULES
     if argv[:1] == ["explain"]:
         return _explain(argv[1:])
     if argv[:1] == ["rules"]:
@@ -192,6 +199,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _explain(codes: Sequence[str]) -> int:
+    from .rules import ALL_RULES
+
     if not codes:
         print("usage: python -m lints explain CODE [CODE...]", file=sys.stderr)
         return EXIT_ERROR

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import io
-import os
 import re
-import tokenize
 import warnings
 from typing import Optional, Union
 
@@ -20,22 +17,13 @@ from .analysis import ModuleAnalysis
 from .config import Config
 from .index import build_index
 from .paths import text_may_have_warm_path
+from .files import MAX_FILE_BYTES, SourceFile, decode_source, read_source  # noqa: F401 (public API)
 from .model import FileError, Finding, RuleHit
 from .rules import ALL_RULES, FAMILIES
-
-MAX_FILE_BYTES = 4 * 1024 * 1024
 
 _NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 # GM201 can only fire on a file that mentions a tensor factory.
 _FACTORY_TEXT = re.compile(r"\b(?:empty|zeros|ones|full)(?:_like|_strided)?\b|_like\b|\bnew_(?:empty|zeros|ones|full|tensor)")
-
-
-@dataclasses.dataclass
-class SourceFile:
-    path: str
-    text: str
-    encoding: str  # as detected: "utf-8", "utf-8-sig" (BOM), or a PEP 263 cookie
-    raw: bytes
 
 
 @dataclasses.dataclass(eq=False)
@@ -45,40 +33,6 @@ class ModuleResult:
     hits: list[RuleHit]
     module: Optional[cst.Module] = None
     analysis: Optional[ModuleAnalysis] = None
-
-
-def read_source(path: str, max_bytes: int = MAX_FILE_BYTES) -> Union[SourceFile, FileError]:
-    """Read and decode a Python file, or say in one line why it cannot be."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        return FileError(path, f"cannot read: {exc.strerror or exc}")
-    if os.path.isdir(path):
-        return FileError(path, "is a directory, not a Python file")
-    if st.st_size > max_bytes:
-        return FileError(path, f"skipped: {st.st_size} bytes is over the {max_bytes}-byte limit (--max-file-size)")
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(max_bytes + 1)
-    except OSError as exc:
-        return FileError(path, f"cannot read: {exc.strerror or exc}")
-    return decode_source(path, raw)
-
-
-def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
-    if b"\x00" in raw:
-        return FileError(path, "skipped: binary file (contains NUL bytes)")
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-        text = raw.decode(encoding)
-    except SyntaxError as exc:  # raised by detect_encoding for undecodable first lines or a bad cookie
-        return FileError(path, f"cannot decode: not valid UTF-8 and no usable PEP 263 coding declaration "
-                               f"({getattr(exc, 'msg', exc)})")
-    except (UnicodeDecodeError, LookupError) as exc:
-        where = f" at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else ""
-        return FileError(path, f"cannot decode as {encoding}{where}: not valid UTF-8 and no usable PEP 263 "
-                               f"coding declaration")
-    return SourceFile(path, text, encoding, raw)
 
 
 def might_match(text: str, config: Config, path: str = "") -> bool:

@@ -2,19 +2,68 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import fnmatch
 import hashlib
+import io
 import os
 import pickle
 import sys
 import tempfile
+import tokenize
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Sequence, TypeVar
+from typing import Callable, Iterable, Iterator, Optional, Sequence, TypeVar, Union
 
 from . import __version__
 from .model import FileError
 
 T = TypeVar("T")
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+
+@dataclasses.dataclass
+class SourceFile:
+    path: str
+    text: str
+    encoding: str  # as detected: "utf-8", "utf-8-sig" (BOM), or a PEP 263 cookie
+    raw: bytes
+
+
+def read_source(path: str, max_bytes: int = MAX_FILE_BYTES) -> Union[SourceFile, FileError]:
+    """Read and decode a Python file, or say in one line why it cannot be."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return FileError(path, f"cannot read: {exc.strerror or exc}")
+    if os.path.isdir(path):
+        return FileError(path, "is a directory, not a Python file")
+    if st.st_size > max_bytes:
+        return FileError(path, f"skipped: {st.st_size} bytes is over the {max_bytes}-byte limit (--max-file-size)")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(max_bytes + 1)
+    except OSError as exc:
+        return FileError(path, f"cannot read: {exc.strerror or exc}")
+    return decode_source(path, raw)
+
+
+def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
+    if b"\x00" in raw:
+        return FileError(path, "skipped: binary file (contains NUL bytes)")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        text = raw.decode(encoding)
+    except SyntaxError as exc:  # raised by detect_encoding for undecodable first lines or a bad cookie
+        return FileError(path, f"cannot decode: not valid UTF-8 and no usable PEP 263 coding declaration "
+                               f"({getattr(exc, 'msg', exc)})")
+    except (UnicodeDecodeError, LookupError) as exc:
+        where = f" at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else ""
+        return FileError(path, f"cannot decode as {encoding}{where}: not valid UTF-8 and no usable PEP 263 "
+                               f"coding declaration")
+    return SourceFile(path, text, encoding, raw)
+
+
 
 
 def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], list[FileError]]:

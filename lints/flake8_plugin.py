@@ -57,8 +57,12 @@ class GradModeChecker:
             module_globs=listed("gradmode_module_globs"),
             serving_grad_mode=getattr(options, "gradmode_serving_grad_mode", None),
         )
-        # flake8 decides about opt-in codes (see add_options), so the engine emits them.
-        config = config.replace(extend_select=config.extend_select + tuple(sorted(OPT_IN_CODES)))
+        # An opt-in code runs only when flake8's own selection names it (see add_options); asking the
+        # engine for it otherwise would analyse every file with a tensor factory for nothing.
+        chosen = [c for c in (getattr(options, "select", None) or []) + (getattr(options, "extend_select", None)
+                                                                       or []) if c]
+        wanted = tuple(code for code in sorted(OPT_IN_CODES) if any(code.startswith(c) for c in chosen))
+        config = config.replace(extend_select=config.extend_select + wanted)
         extra = listed("gradmode_extend_path_patterns")
         if extra:
             config = config.replace(path_patterns=config.path_patterns + extra)

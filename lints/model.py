@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import TYPE_CHECKING
 
-import libcst as cst
+if TYPE_CHECKING:  # keep `python -m lints` on a warm cache free of the libcst import
+    import libcst as cst
 
 
 @dataclasses.dataclass(frozen=True, order=True)

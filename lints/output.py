@@ -7,7 +7,6 @@ from typing import Sequence
 
 from . import __version__
 from .model import FileError, Finding
-from .rules import ALL_RULES
 
 TOOL_URI = "https://github.com/gradmode-lint/gradmode-lint"
 
@@ -37,6 +36,8 @@ def _uri(path: str) -> str:
 
 
 def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError]) -> str:
+    from .rules import ALL_RULES
+
     rules = sorted(ALL_RULES.values(), key=lambda r: r.code)
     rule_index = {r.code: i for i, r in enumerate(rules)}
     run = {
@@ -98,6 +99,8 @@ def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError]) -> st
 
 
 def explain(code: str) -> str:
+    from .rules import ALL_RULES
+
     rule = ALL_RULES[code]
     indent = lambda text: "\n".join("    " + line for line in text.rstrip().splitlines())  # noqa: E731
     return (
