@@ -41,7 +41,7 @@ _common = dict(deadline=None, derandomize=os.environ.get("GRADMODE_FUZZ_RANDOM")
 # Random programs rarely reach the rules and are cheap; programs built from grad-mode snippets are
 # parsed, linted, fixed and re-fixed, which costs ~0.3 s each (see bench/RESULTS.md on fix_text's speed).
 fuzz_settings = settings(max_examples=FUZZ_EXAMPLES, **_common)
-snippet_settings = settings(max_examples=max(10, FUZZ_EXAMPLES // 6), **_common)
+snippet_settings = settings(max_examples=max(10, FUZZ_EXAMPLES // 8), **_common)
 mixed_settings = settings(max_examples=max(5, FUZZ_EXAMPLES // 10), **_common)
 
 
