@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import random
 import shutil
 import stat
 import subprocess
@@ -29,6 +28,10 @@ from lints.codemod import FixOptions, fix_text
 from lints.config import Config
 from lints.engine import SourceFile, analyze_text, read_source
 from lints.model import FileError
+
+# Generated programs are full of `"x"()` and "\\d": compiling them warns, which is not our concern.
+pytestmark = [pytest.mark.filterwarnings("ignore::SyntaxWarning"),
+              pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")]
 
 REPO = Path(__file__).resolve().parent.parent
 FUZZ_EXAMPLES = int(os.environ.get("GRADMODE_FUZZ_EXAMPLES", "200"))
@@ -257,7 +260,7 @@ class _Gen:
         if choice == 11:
             return comment + [(depth, "try:")] + self.block(depth + 1, is_async, budget - 1) + [
                 (depth, "finally:"), (depth + 1, "pass")]
-        return comment + [(depth, f"for i in range(3):")] + self.block(depth + 1, is_async, budget - 1)
+        return comment + [(depth, "for i in range(3):")] + self.block(depth + 1, is_async, budget - 1)
 
     def lazy_buffer(self, depth: int) -> list[tuple[int, str]]:
         self.buffers += 1
@@ -360,7 +363,7 @@ def test_hypothesmith_programs_never_crash_the_linter_or_the_codemod(source: str
 @given(source=_hypothesmith_programs(), snippet=grad_mode_programs(), style=st.sampled_from(["remove", "no_grad"]),
        unsafe=st.booleans())
 def test_hypothesmith_programs_with_grad_mode_code_appended(source: str, snippet: str, style: str,
-                                                           unsafe: bool) -> None:
+                                                            unsafe: bool) -> None:
     """Random code around the shapes the rules look at: still no crash, fixes parse and are idempotent."""
     newline = "\r\n" if "\r\n" in snippet else "\n"
     source = source.rstrip("\\ \t\r\n").replace("\r\n", "\n").replace("\n", newline) + newline
