@@ -561,6 +561,28 @@ def test_one_codemod_pass_fixes_everything_it_can(source: str) -> None:
     assert again is None, f"second pass still changes the file:\n{fixed}---\n{again}"
 
 
+@pytest.mark.parametrize("style", ["remove", "no_grad"])
+@pytest.mark.parametrize("source", [
+    "import torch\n"
+    "class CudaGraphRunner:\n"
+    "    def capture(self):\n"
+    "        with torch.inference_mode() as ctx:\n"
+    "            self.run_once(ctx)\n",
+    "import torch\n"
+    "def main(runner):\n"
+    "    with torch.inference_mode() as ctx:\n"
+    "        runner.capture()\n"
+    "        print(ctx)\n",
+], ids=["GM101", "GM104"])
+def test_unsafe_fix_keeps_the_with_target_bound(source: str, style: str) -> None:
+    """Found by the generated programs: unwrapping `with inference_mode() as ctx:` must not leave `ctx` unbound."""
+    fixed, _, error = fix_text(source_of(source), FixOptions(CONFIG, style=style, unsafe_fixes=True))
+    assert error is None
+    if fixed is not None:
+        assert_parses(fixed)
+        assert "ctx" not in undefined_names(fixed), f"the fix left `ctx` undefined:\n{fixed}"
+
+
 # --------------------------------------------------------------------------------------------------
 # determinism: jobs, cache
 # --------------------------------------------------------------------------------------------------
