@@ -11,6 +11,7 @@ import ast
 import dataclasses
 import difflib
 import functools
+import os
 import sys
 import warnings
 from typing import Optional, Sequence
@@ -85,7 +86,7 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
     diff = ""
     if options.diff:
         diff = "".join(difflib.unified_diff(source.text.splitlines(True), fixed.splitlines(True),
-                                            fromfile=f"a/{path}", tofile=f"b/{path}"))
+                                            fromfile=_diff_label("a", path), tofile=_diff_label("b", path)))
     if options.write:
         if is_read_only(path):
             return FixOutcome(path, diff=diff, remaining=tuple(remaining),
@@ -137,6 +138,11 @@ def _progress(total: int):
         return (lambda n: progress.advance(task, n)), progress.stop
     bar = tqdm(total=total, unit="file", file=sys.stderr, leave=False)
     return bar.update, bar.close
+
+
+def _diff_label(side: str, path) -> str:
+    """git-style ``a/rel/path`` for relative paths; absolute paths are shown as they are."""
+    return str(path) if os.path.isabs(path) else f"{side}/{path}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

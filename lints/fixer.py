@@ -60,11 +60,17 @@ class _FixTransformer(cst.CSTTransformer):
             if self.style == "no_grad":
                 for item in plan.items:
                     self.replace[item.item] = self._no_grad_for(item.item)
-            elif plan.action == "unwrap_with":
+                return
+            # `as name` must stay bound: inference_mode's __enter__ returns None, so does nullcontext's
+            bound = [item for item in plan.items if item.asname is not None]
+            for item in bound:
+                self.replace[item.item] = self._null_context_for(item.item)
+            if plan.action == "unwrap_with" and not bound:
                 self.unwrap.add(plan.node)
             else:
+                removed = [item for item in plan.items if item.asname is None]
                 drops = self.drop_item.setdefault(plan.node, set())
-                drops.update(i for i, item in enumerate(plan.node.items) if any(item is p for p in plan.items))
+                drops.update(i for i, item in enumerate(plan.node.items) if any(item is p for p in removed))
         elif plan.action == "null_context":
             assert isinstance(plan.node, cst.BaseExpression)
             self.replace[plan.node] = (self._no_grad_for(plan.node) if self.style == "no_grad"
@@ -176,8 +182,12 @@ def apply_fixes(module: cst.Module, plans: Sequence[FixPlan], style: str = "remo
         RemoveImportsVisitor.remove_unused_import(context, source, "inference_mode", asname)
     if not update_imports:
         return fixed
-    fixed = AddImportsVisitor(context).transform_module(fixed)
-    return RemoveImportsVisitor(context).transform_module(fixed)
+    # each visitor copies the module and (for removal) computes scopes: skip them when nothing is scheduled
+    if context.scratch.get(AddImportsVisitor.CONTEXT_KEY):
+        fixed = AddImportsVisitor(context).transform_module(fixed)
+    if context.scratch.get(RemoveImportsVisitor.CONTEXT_KEY):
+        fixed = RemoveImportsVisitor(context).transform_module(fixed)
+    return fixed
 
 
 def fix_source(module: cst.Module, hits: Iterable[RuleHit], style: str, unsafe_fixes: bool,
