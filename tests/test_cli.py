@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from .helpers import FIXTURES, run_module
+from .helpers import FIXTURES
 
 BUGGY = FIXTURES / "lint" / "sglang_buggy.py"
 FIXED = FIXTURES / "lint" / "sglang_fixed.py"

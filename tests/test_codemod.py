@@ -1,10 +1,8 @@
 """Auto-fix: `*.in.py` -> `*.out.py` pairs, idempotence, safety of writes, CLI behaviour."""
 from __future__ import annotations
 
-import os
 import shutil
 import stat
-import sys
 
 import pytest
 
