@@ -1,15 +1,18 @@
 """A real `pre-commit try-repo` run of our hooks in a throwaway git repository."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 from .helpers import FIXTURES, ROOT
 
-pytestmark = pytest.mark.skipif(shutil.which("pre-commit") is None or shutil.which("git") is None,
+# `python -m pre_commit` from this interpreter: CI runs `.venv/bin/python -m pytest` without the venv on PATH.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("pre_commit") is None or shutil.which("git") is None,
                                 reason="pre-commit or git not installed")
 
 
@@ -49,7 +52,7 @@ def repo(tmp_path_factory, hook_repo):
 def try_repo(repos, hook, *extra):
     repo, hook_repo = repos
     env = dict(os.environ, PRE_COMMIT_HOME=str(repo.parent / "pre-commit-home"))
-    return sh("pre-commit", "try-repo", str(hook_repo), hook, *extra, cwd=repo, check=False, env=env)
+    return sh(sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), hook, *extra, cwd=repo, check=False, env=env)
 
 
 def test_lint_hook_fails_on_findings_then_fix_hook_fixes(repo):
