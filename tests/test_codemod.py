@@ -121,6 +121,14 @@ def test_cli_check_and_diff_write_nothing(tmp_path):
     assert path.read_text() == BUGGY
 
 
+def test_diff_headers_git_style_for_relative_paths_verbatim_for_absolute(tmp_path):
+    path = write(tmp_path, "runner.py", BUGGY)
+    relative = run_module("lints.codemod", "--diff", "runner.py", cwd=tmp_path)
+    assert "--- a/runner.py\n+++ b/runner.py\n" in relative.stdout
+    absolute = run_module("lints.codemod", "--diff", str(path), cwd=tmp_path)
+    assert f"--- {path}\n+++ {path}\n" in absolute.stdout
+
+
 def test_cli_exit_1_when_unfixable_findings_remain(tmp_path):
     path = write(tmp_path, "start.py", (FIXTURES / "fix" / "caller_side.in.py").read_text())
     proc = run_module("lints.codemod", str(path), cwd=tmp_path)
