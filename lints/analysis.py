@@ -1,171 +1,144 @@
-"""Per-module facts derived once from the index and shared by every rule."""
+"""One analysis of a whole project: index, call graph, regions, phases, buffers, serving mode.
+
+Built once per run from the summaries and shared by every rule. Rules read it and report
+``Finding`` objects; nothing here knows a rule code.
+"""
 from __future__ import annotations
 
-import dataclasses
 import functools
-from typing import Optional, Union
-
-import libcst as cst
+from typing import Iterable, NamedTuple, Optional
 
 from . import names
-from .buffers import LazyBuffer, find_lazy_buffers
+from .buffers import Buffers
+from .callgraph import CallGraph
 from .config import Config
-from .index import CallSite, FunctionInfo, GradModeRef, ModuleIndex
-from .paths import PathReason, classify_paths, name_is_warm_path, reachable_from, resolve_call
+from .phases import Phases
+from .project import EXTERNAL, Project
+from .regions import INFERENCE, Mode, Regions
+from .summary import C_ARGS, C_COL, C_FUNC, C_KWARGS, C_LINE, D_COL, D_EXPR, D_LINE, I_COL, I_EXPR, I_LINE, W_ITEMS
 
 
-@dataclasses.dataclass(eq=False)
-class ModeRegion:
-    """Code that runs with a grad mode switched on: a ``with`` body or a decorated function."""
+class ServingMode(NamedTuple):
+    mode: str  # "no_grad" | "inference_mode"
+    source: str  # "config" | "inferred"
+    evidence: str
 
+
+class Switch(NamedTuple):
+    """torch's grad-mode switch written in a function, and the role it plays there."""
+
+    fid: str
+    role: str  # "with" | "enter_context" | "decorator" | "object" | "callable"
     mode: str
-    owner: Union[cst.With, FunctionInfo, cst.Call]  # With / decorated function / enter_context call
-    function: FunctionInfo
     line: int
-    via: str  # how the mode is entered, for messages
-    direct_ref: Optional[GradModeRef]  # set when torch's switch is written right there
-    calls: list[CallSite]
-
-    def encloses(self, fn: FunctionInfo, frame_withs: tuple) -> bool:
-        if isinstance(self.owner, FunctionInfo):
-            return fn is self.owner
-        if isinstance(self.owner, cst.With):
-            return fn is self.function and self.owner in frame_withs
-        return False
+    col: int
+    text: str  # the switch as spelt, for messages
+    call: int  # call index of the switch (-1 for a bare decorator)
+    with_index: int = -1
+    item: int = -1
+    outer_call: int = -1  # for "callable": the call `switch()(fn)`
 
 
-@dataclasses.dataclass(eq=False)
-class ModuleAnalysis:
-    index: ModuleIndex
-    config: Config
-
-    @functools.cached_property
-    def warm_paths(self) -> dict[FunctionInfo, PathReason]:
-        return classify_paths(self.index, self.config)
-
-    def warm_reason(self, fn: FunctionInfo) -> Optional[PathReason]:
-        return self.warm_paths.get(fn)
-
-    def call_targets_warm(self, call: CallSite) -> Optional[str]:
-        """Why ``call`` runs a warmup/autotune/capture path, if it does."""
-        for target in resolve_call(self.index, call):
-            reason = self.warm_paths.get(target)
-            if reason is not None:
-                return f"`{target.qualname}()` is a warmup/capture path ({reason})"
-        if call.callee and not call.qualified and (pattern := name_is_warm_path(call.callee, self.config)):
-            return f"`{call.callee}()` matches `{pattern}`"
-        for target in reachable_from(self.index, [call]):
-            reason = self.warm_paths.get(target)
-            if reason is not None:
-                return f"`{call.callee}()` runs warmup/capture path `{target.qualname}()` ({reason})"
-        return None
+class ProjectAnalysis:
+    def __init__(self, project: Project, config: Config, serving_config_set: bool = False) -> None:
+        self.project = project
+        self.config = config
+        self.graph = CallGraph(project)
+        self.regions = Regions(project, self.graph)
+        self.phases = Phases(project, self.graph, self.regions, config)
+        if serving_config_set:
+            self.serving = ServingMode(config.serving_grad_mode, "config", "serving-grad-mode in the configuration")
+        else:
+            mode, evidence = self.phases.infer_serving_mode()
+            self.serving = ServingMode(mode, "inferred", evidence)
 
     @functools.cached_property
-    def lazy_buffers(self) -> list[LazyBuffer]:
-        return find_lazy_buffers(self.index)
+    def buffers(self) -> Buffers:
+        return Buffers(self.project, self.graph, self.regions)
 
-    @functools.cached_property
-    def _mode_factories(self) -> dict[FunctionInfo, tuple[str, str]]:
-        """Functions whose call yields a grad-mode context: returned, or a contextmanager yielding inside one."""
-        found: dict[FunctionInfo, tuple[str, str]] = {}
-        for _ in range(3):  # factories built on factories, a few levels deep
-            for fn in self.index.functions:
-                if fn.node is None or fn in found:
-                    continue
-                for ret in fn.returns:
-                    mode = self._mode_of_expr(ret.value, fn, found) if isinstance(ret.node, cst.Return) else None
-                    if mode is None and isinstance(ret.node, cst.Yield) and fn.decorated_with(
-                            names.CONTEXTMANAGER_DECORATORS):
-                        mode = next((self._mode_of_with(w, fn, found) for w in reversed(ret.frame.withs)
-                                     if self._mode_of_with(w, fn, found)), None)
+    def switches(self, fid: str) -> list[Switch]:
+        """Every grad-mode switch written in ``fid`` (enabled or not), with its role."""
+        fn = self.project.function(fid)
+        calls = fn["calls"]
+        out: list[Switch] = []
+        claimed: set[int] = set()
+        for w_index, record in enumerate(fn["withs"]):
+            for i_index, item in enumerate(record[W_ITEMS]):
+                expr = item[I_EXPR]
+                if expr[0] == "c":
+                    mode = self._switch_call(fid, expr[1])
                     if mode is not None:
-                        found[fn] = (mode[0], f"`{fn.qualname}()` (enters {mode[0]} at line {ret.line})")
-                        break
-        return found
-
-    def _refs_in(self, expr: cst.CSTNode, fn: FunctionInfo) -> list[GradModeRef]:
-        """Enabled grad-mode references inside ``expr`` (by node identity)."""
-        inner = set()
-        stack = [expr]
-        while stack:
-            node = stack.pop()
-            inner.add(id(node))
-            stack.extend(node.children)
-        scope: Optional[FunctionInfo] = fn
-        refs = []
-        while scope is not None:
-            refs.extend(r for r in scope.grad_refs if r.enabled and id(r.expr) in inner)
-            scope = scope.parent
-        return refs
-
-    def _mode_of_expr(self, expr: Optional[cst.BaseExpression], fn: FunctionInfo,
-                      factories: dict[FunctionInfo, tuple[str, str]],
-                      seen_names: frozenset[str] = frozenset()) -> Optional[tuple[str, str]]:
-        if expr is None:
-            return None
-        refs = self._refs_in(expr, fn)
-        if refs:
-            return refs[0].mode, f"`{self.index.module.code_for_node(refs[0].expr)}`"
-        # `run_ctx or ctx_factory()`: look at each operand (iteratively: chains can be long).
-        operands: list[cst.BaseExpression] = []
-        stack = [expr]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, cst.BooleanOperation):
-                stack.extend((node.right, node.left))
-            else:
-                operands.append(node)
-        for operand in operands:
-            if isinstance(operand, cst.Name) and operand.value not in seen_names:
-                # `ctx = run_ctx or torch.inference_mode()` ... `with ctx:` (`x = x or y` must not loop)
-                for fact in fn.assigns:
-                    if fact.value is not None and any(isinstance(t, cst.Name) and t.value == operand.value
-                                                      for t in fact.targets):
-                        mode = self._mode_of_expr(fact.value, fn, factories, seen_names | {operand.value})
-                        if mode is not None:
-                            return mode[0], f"`{operand.value}` (set at line {fact.line})"
-            elif isinstance(operand, cst.Call):
-                call = self.index.call_sites.get(operand)
-                for target in resolve_call(self.index, call) if call is not None else ():
-                    if target in factories:
-                        return factories[target]
-        return None
-
-    def _mode_of_with(self, with_node: cst.With, fn: FunctionInfo,
-                      factories: dict[FunctionInfo, tuple[str, str]]) -> Optional[tuple[str, str]]:
-        for item in with_node.items:
-            mode = self._mode_of_expr(item.item, fn, factories)
-            if mode is not None:
-                return mode
-        return None
-
-    @functools.cached_property
-    def regions(self) -> list[ModeRegion]:
-        """Every place of the module where a grad mode is switched on."""
-        regions: list[ModeRegion] = []
-        factories = self._mode_factories
-        for with_node, (fn, _frame, line, _col) in self.index.with_statements.items():
-            mode = self._mode_of_with(with_node, fn, factories)
-            if mode is None:
+                        role = "enter_context" if record[4] else "with"
+                        out.append(Switch(fid, role, mode, item[I_LINE], item[I_COL],
+                                          self._text(calls[expr[1]]), expr[1], w_index, i_index))
+                        claimed.add(expr[1])
+        for dec in fn["dec"]:
+            expr = dec[D_EXPR]
+            if expr[0] == "c":
+                mode = self._switch_call(fid, expr[1])
+                if mode is not None:
+                    out.append(Switch(fid, "decorator", mode, dec[D_LINE], dec[D_COL],
+                                      self._text(calls[expr[1]]), expr[1]))
+                    claimed.add(expr[1])
+            elif expr[0] == "n":
+                symbol = self.project.resolve(fid, expr[1])
+                if symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.GRAD_MODE_CLASSES:
+                    out.append(Switch(fid, "decorator", names.GRAD_MODE_CLASSES[symbol.target], dec[D_LINE],
+                                      dec[D_COL], expr[1], -1))
+        for index, call in enumerate(calls):
+            func = call[C_FUNC]
+            if func[0] == "c" and func[1] not in claimed:
+                mode = self._switch_call(fid, func[1])
+                if mode is not None:  # torch.inference_mode()(fn): the callable form
+                    out.append(Switch(fid, "callable", mode, call[C_LINE], call[C_COL], self._text(calls[func[1]]),
+                                      func[1], outer_call=index))
+                    claimed.add(func[1])
+        for index, call in enumerate(calls):
+            if index in claimed:
                 continue
-            direct = next((r for r in fn.grad_refs if r.owner is with_node and r.role == "with" and r.enabled), None)
-            calls = [c for c in fn.calls if with_node in c.frame.withs]
-            regions.append(ModeRegion(mode[0], with_node, fn, line, mode[1], direct, calls))
-        for fn in self.index.functions:
-            for ref in fn.grad_refs:
-                if not ref.enabled:
-                    continue
-                if ref.role == "decorator":
-                    regions.append(ModeRegion(ref.mode, fn, fn, ref.line, f"`@{self._code(ref.expr)}`", ref,
-                                              list(fn.calls)))
-                elif ref.role == "enter_context":
-                    # Active from the enter_context call to the end of the enclosing with-body.
-                    calls = [c for c in fn.calls if c.line > ref.line and c.frame.withs[:len(ref.frame.withs)]
-                             == ref.frame.withs]
-                    regions.append(ModeRegion(ref.mode, ref.owner, fn, ref.line,
-                                              f"`{self._code(ref.owner)}`", ref, calls))
-        regions.sort(key=lambda r: r.line)
-        return regions
+            mode = self._switch_call(fid, index)
+            if mode is not None:
+                out.append(Switch(fid, "object", mode, call[C_LINE], call[C_COL], self._text(call), index))
+        out.sort(key=lambda s: (s.line, s.col))
+        return out
 
-    def _code(self, node: cst.CSTNode) -> str:
-        return " ".join(self.index.module.code_for_node(node).split())
+    def _switch_call(self, fid: str, index: int) -> Optional[str]:
+        call = self.project.function(fid)["calls"][index]
+        func = call[C_FUNC]
+        if func[0] != "n":
+            return None
+        symbol = self.project.resolve(fid, func[1])
+        if symbol is None or symbol.kind != EXTERNAL:
+            return None
+        return names.switch_mode(symbol.target, call[C_ARGS], call[C_KWARGS])
+
+    @staticmethod
+    def _text(call: list) -> str:
+        func = call[C_FUNC]
+        name = func[1] if func[0] == "n" else "..."
+        args = [("True" if a == ["k", True] else "False" if a == ["k", False] else "...") for a in call[C_ARGS]]
+        args += [f"{k}=..." for k in call[C_KWARGS]]
+        return f"{name}({', '.join(args)})"
+
+    def warm_functions(self) -> Iterable[str]:
+        """Warm-only functions, less the helpers that only hand back a switch (reported where it is used)."""
+        return (fid for fid in sorted(self.phases.warm) if self.phases.is_warm_only(fid)
+                and (fid in self.phases.roots or not self.regions.returns(fid)))
+
+    def indirect_with_items(self, fid: str) -> list[tuple[int, int, Mode]]:
+        """(with, item, mode) for with-items entering inference mode through a helper (not written here)."""
+        out = []
+        fn = self.project.function(fid)
+        for w_index, record in enumerate(fn["withs"]):
+            for i_index, modes in enumerate(self.regions.with_modes(fid, w_index)):
+                item = record[W_ITEMS][i_index]
+                if item[I_EXPR][0] != "c" or self._switch_call(fid, item[I_EXPR][1]) is not None:
+                    continue
+                chosen = next((m for m in modes if m.mode == INFERENCE and not m.direct
+                               and not (m.source and m.source in self.phases.roots)), None)
+                if chosen is not None:
+                    out.append((w_index, i_index, chosen))
+        return out
+
+
+__all__ = ["ProjectAnalysis", "ServingMode", "Switch", "C_COL"]

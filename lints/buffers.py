@@ -1,297 +1,410 @@
-"""The one detector of lazily allocated reusable buffers that are mutated in place.
+"""Lazily allocated reusable buffers, where they flow, and where they are updated in place.
 
-A buffer is *lazily allocated* when a torch factory (``torch.empty``,
-``x.new_zeros``...) is stored under a guard that checks that same buffer
-(``is None``, a shape/size/numel comparison, ``hasattr``/``getattr(..., None)``,
-a dict-cache miss) or is returned by an ``@functools.cache``/``lru_cache``
-getter. Whatever grad mode is active at that first call decides forever whether
-the buffer is an inference tensor, so an in-place update made later, in another
-mode, is where the crash shows.
+A buffer is *lazily allocated* when a torch factory (``torch.empty``, ``x.new_zeros``, ...) is
+stored under a guard that checks that same buffer (``is None``, a size test, ``hasattr``, a
+dict-cache miss) into an attribute, a module global or a dict cache, or is returned by a
+``functools.cache`` getter. The grad mode of that first call decides for good whether it is an
+inference tensor. The buffer then flows: returned by a getter, handed out as a field of a
+returned object (``Workspace(topk_idx=self._topk_idx)``), or passed as an argument; an in-place
+torch update anywhere it flows to (``.fill_()``, ``+=``, ``buf[a:b] = x``, ``out=buf``) is where
+the crash shows. Kernels that write through pointers (Triton, CUDA, JIT) never raise, so their
+arguments are not updates.
 """
 from __future__ import annotations
 
-import dataclasses
-import re
-from typing import Iterable, Optional
-
-import libcst as cst
+from typing import NamedTuple, Optional
 
 from . import names
-from .index import AssignFact, CallSite, FunctionInfo, ModuleIndex, ReturnFact
+from .callgraph import CallGraph
+from .project import EXTERNAL, FIELD, FUNC, GLOBAL, INSTANCE, LOCAL, PARAM, Project, fid_of
+from .regions import Regions
+from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
+                      C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_VALUE,
+                      R_YIELD)
 
 
-@dataclasses.dataclass(frozen=True)
-class BufferKey:
-    kind: str  # "attr" | "global" | "cached"
-    owner: str  # class name for "attr", else ""
+class BufferKey(NamedTuple):
+    kind: str  # "attr" | "global" | "getter"
+    owner: str  # class id, module name, or getter fid
     name: str
 
-    def __str__(self) -> str:
+    def text(self) -> str:
         if self.kind == "attr":
             return f"self.{self.name}"
-        if self.kind == "cached":
+        if self.kind == "getter":
             return f"{self.name}()"
         return self.name
 
 
-@dataclasses.dataclass(eq=False)
-class Mutation:
-    line: int
-    col: int
-    how: str
-    function: FunctionInfo
-
-
-@dataclasses.dataclass(eq=False)
-class Allocation:
+class Allocation(NamedTuple):
     key: BufferKey
-    fact: AssignFact | ReturnFact
-    function: FunctionInfo
+    fid: str
     line: int
     col: int
-    guard: Optional[cst.If]  # the `if` whose body allocates (None for cached getters)
+    with_index: int
+    guard: int  # the if-branch that makes it lazy (-1 for cached getters)
     why_lazy: str
+    dict_cache: bool
 
 
-@dataclasses.dataclass(eq=False)
-class LazyBuffer:
-    key: BufferKey
-    allocations: list[Allocation]
-    mutations: list[Mutation]
+class Mutation(NamedTuple):
+    fid: str
+    line: int
+    col: int
+    with_index: int
+    guard: int
+    how: str
 
 
-_SELF_NAMES = ("self", "cls")
+_DICT_FACTORIES = frozenset({"dict", "collections.OrderedDict", "OrderedDict", "collections.defaultdict",
+                             "defaultdict", "weakref.WeakValueDictionary", "WeakValueDictionary"})
 
 
-def _is_factory(call: CallSite) -> bool:
-    return bool(call.qualified & names.TORCH_FACTORIES) or (
-        call.callee in names.TENSOR_METHOD_FACTORIES and isinstance(call.node.func, cst.Attribute)
-    )
+class Buffers:
+    def __init__(self, project: Project, graph: CallGraph, regions: Regions) -> None:
+        self.project = project
+        self.graph = graph
+        self.regions = regions
+        self._values: dict[tuple[str, str], frozenset[BufferKey]] = {}
+        self._returns: dict[str, frozenset[BufferKey]] = {}
+        self._fields: dict[tuple[str, str], frozenset[BufferKey]] = {}
+        self._param_writers: Optional[dict[str, dict[str, list[tuple]]]] = None
+        self.allocations = self._find_allocations()
 
+    # allocations -------------------------------------------------------------------
+    def _is_factory(self, fid: str, value: list) -> bool:
+        if value[0] == "b" or value[0] == "i":
+            operands = value[1] if value[0] == "b" else value[1:]
+            return any(self._is_factory(fid, v) for v in operands)
+        if value[0] != "c":
+            return False
+        func = self.project.function(fid)["calls"][value[1]][C_FUNC]
+        if func[0] == "a":
+            return func[2] in names.TENSOR_METHOD_FACTORIES
+        if func[0] != "n":
+            return False
+        leaf = func[1].rsplit(".", 1)[-1]
+        if "." in func[1] and leaf in names.TENSOR_METHOD_FACTORIES:
+            return True
+        if f"torch.{leaf}" not in names.TORCH_FACTORIES:
+            return False
+        symbol = self.project.resolve(fid, func[1])
+        return symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.TORCH_FACTORIES
 
-def _factory_in(value: Optional[cst.BaseExpression], factories: dict[int, CallSite]) -> Optional[CallSite]:
-    """The factory call that produces ``value``: ``torch.empty(...)``, ``x or torch.empty(...)``."""
-    while value is not None:
-        if isinstance(value, cst.Call):
-            return factories.get(id(value))
-        if isinstance(value, cst.BooleanOperation):
-            value = value.right
-        elif isinstance(value, cst.IfExp):
-            return _factory_in(value.body, factories) or _factory_in(value.orelse, factories)
-        else:
-            return None
-    return None
-
-
-def _enclosing_class(fn: Optional[FunctionInfo]) -> Optional[str]:
-    while fn is not None:
-        if fn.cls is not None:
-            return fn.cls.name
-        fn = fn.parent
-    return None
-
-
-class _Resolver:
-    """Maps an expression to the buffer it denotes, inside a given function."""
-
-    def __init__(self, index: ModuleIndex) -> None:
-        self.index = index
-        self.module_names = {
-            t.value for a in index.top.assigns for t in a.targets if isinstance(t, cst.Name)
-        }
-        self.accessors: dict[FunctionInfo, BufferKey] = {}
-        self.cached_getters: dict[str, FunctionInfo] = {}
-        self.aliases: dict[FunctionInfo, dict[str, BufferKey]] = {}
-
-    def base(self, expr: cst.BaseExpression) -> cst.BaseExpression:
-        """Strip indexing and view methods: ``self.buf[:n].view(-1)`` -> ``self.buf``."""
-        while True:
-            if isinstance(expr, cst.Subscript):
-                expr = expr.value
-            elif (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
-                  and expr.func.attr.value in names.VIEW_METHODS):
-                expr = expr.func.value
-            else:
-                return expr
-
-    def key(self, expr: cst.BaseExpression, fn: FunctionInfo) -> Optional[BufferKey]:
-        expr = self.base(expr)
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value in _SELF_NAMES:
-            owner = _enclosing_class(fn)
-            return BufferKey("attr", owner, expr.attr.value) if owner else None
-        if isinstance(expr, cst.Name):
-            scope: Optional[FunctionInfo] = fn
-            while scope is not None:
-                local = self.aliases.get(scope, {}).get(expr.value)
-                if local is not None:
-                    return local
-                scope = scope.parent
-            if expr.value in self.module_names:
-                return BufferKey("global", "", expr.value)
-            return None
-        if isinstance(expr, cst.Call):
-            func = expr.func
-            if isinstance(func, cst.Name) and func.value in self.cached_getters:
-                return BufferKey("cached", "", func.value)
-            if isinstance(func, cst.Name) and func.value in self.index.top.nested:
-                return self.accessors.get(self.index.top.nested[func.value])
-            if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-                    and func.value.value in _SELF_NAMES):
-                owner_cls = _enclosing_class(fn)
-                cls = self.index.classes.get(owner_cls) if owner_cls else None
-                method = cls.methods.get(func.attr.value) if cls else None
-                if method is not None:
-                    return self.accessors.get(method)
+    def _guarded(self, fn: dict, guard: int, texts: set[str]) -> Optional[str]:
+        guards = fn["guards"]
+        while guard >= 0:
+            record = guards[guard]
+            if not record[G_ORELSE]:
+                for name in record[G_NAMES]:
+                    for text in texts:
+                        if name == text or name.startswith(text + ".") or name == f"'{text.rsplit('.', 1)[-1]}'":
+                            return text
+            guard = record[G_PARENT]
         return None
 
+    def _store_key(self, fid: str, target: list) -> Optional[tuple[BufferKey, bool]]:
+        """The buffer a store target names: ``self.x``, a global, or a dict cache ``self._c[k]``."""
+        dict_store = target[0] == "s"
+        if dict_store:
+            target = target[1]
+        if target[0] != "n":
+            return None
+        symbol = self.project.resolve(fid, target[1])
+        if symbol is None:
+            return None
+        if symbol.kind == FIELD and "." not in symbol.name:
+            return BufferKey("attr", symbol.target, symbol.name), dict_store
+        if symbol.kind == GLOBAL and "." not in symbol.name:
+            return BufferKey("global", symbol.target, symbol.name), dict_store
+        return None
 
-def _guard_for(fact: AssignFact, target_texts: set[str], module: cst.Module) -> Optional[tuple[cst.If, str]]:
-    """The innermost enclosing ``if`` (not its else) whose test looks at the buffer."""
-    for guard in reversed(fact.frame.guards):
-        if guard.in_orelse:
-            continue
-        test = module.code_for_node(guard.node.test)
-        for text in target_texts:
-            if re.search(rf"(?<![\w.]){re.escape(text)}(?!\w)", test):
-                return guard.node, " ".join(test.split())
-    return None
-
-
-def find_lazy_buffers(index: ModuleIndex) -> list[LazyBuffer]:
-    module = index.module
-    resolver = _Resolver(index)
-    factories = {id(c.node): c for fn in index.functions for c in fn.calls if _is_factory(c)}
-    if not factories:
-        return []
-
-    # Cached getters first: `@functools.cache def workspace(): return torch.empty(...)`.
-    allocations: list[Allocation] = []
-    for fn in index.functions:
-        if fn.node is not None and fn.parent is None and fn.cls is None and fn.decorated_with(names.CACHE_DECORATORS):
-            for ret in fn.returns:
-                if isinstance(ret.node, cst.Return) and _factory_in(ret.value, factories):
-                    resolver.cached_getters[fn.name] = fn
-                    allocations.append(Allocation(BufferKey("cached", "", fn.name), ret, fn, ret.line, ret.col,
-                                                  None, f"returned by cached getter `{fn.name}()`"))
-
-    # Locals that hold a buffer, then methods that return one (accessors); two
-    # rounds so that accessors built on aliases and aliases of accessors resolve.
-    for _ in range(2):
-        for fn in index.functions:
-            local: dict[str, BufferKey] = resolver.aliases.setdefault(fn, {})
-            for fact in fn.assigns:
-                if isinstance(fact.node, cst.AugAssign) or fact.value is None:
+    def _find_allocations(self) -> list[Allocation]:
+        project = self.project
+        found: list[Allocation] = []
+        for fid, (summary, fn) in project.functions.items():
+            if not fn["calls"]:
+                continue
+            if self._cached_getter(fid, fn):
+                for ret in fn["rets"]:
+                    if not ret[R_YIELD] and self._is_factory(fid, ret[R_VALUE]):
+                        found.append(Allocation(BufferKey("getter", fid, fn["qual"]), fid, ret[1], ret[2], ret[3],
+                                                -1, f"returned by cached getter `{fn['qual']}()`", False))
+                        break
+                continue
+            local_allocs: dict[str, list] = {}
+            for fact in fn["assigns"]:
+                if fact[A_OP] is not None or not self._is_factory(fid, fact[A_VALUE]):
                     continue
-                # `buf = self._probs = torch.empty(...)`: the local names the stored buffer.
-                key = resolver.key(fact.value, fn) or next(
-                    (k for t in fact.targets if not isinstance(t, cst.Name) and (k := resolver.key(t, fn))), None)
-                for target in fact.targets:
-                    if isinstance(target, cst.Name) and key is not None and target.value not in resolver.module_names:
-                        local.setdefault(target.value, key)
-            for ret in fn.returns:
-                if isinstance(ret.node, cst.Return) and ret.value is not None and fn.node is not None:
-                    key = resolver.key(ret.value, fn)
-                    if key is not None:
-                        resolver.accessors.setdefault(fn, key)
+                target = fact[A_TARGET]
+                if target[0] == "n" and "." not in target[1] and target[1] not in fn["globals"] \
+                        and fn["qual"] != MODULE_SCOPE:
+                    local_allocs.setdefault(target[1], []).append(fact)
+                    continue
+                stored = self._store_key(fid, target)
+                if stored is None:
+                    continue
+                key, dict_store = stored
+                text = target[1][1] if dict_store else target[1]
+                if self._guarded(fn, fact[A_GUARD], {text}) is None and not dict_store:
+                    continue
+                if dict_store and self._guarded(fn, fact[A_GUARD], {text}) is None:
+                    continue
+                found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                                        f"allocated under a check of `{text}`", dict_store))
+            if local_allocs:
+                found.extend(self._stored_locals(fid, fn, local_allocs))
+        return found
 
-    for fn in index.functions:
-        for fact in fn.assigns:
-            if isinstance(fact.node, cst.AugAssign) or _factory_in(fact.value, factories) is None:
+    def _stored_locals(self, fid: str, fn: dict, local_allocs: dict[str, list]) -> list[Allocation]:
+        """``buf = torch.empty(...)`` then ``self._cache[k] = buf`` / ``self._buf = buf`` under a guard."""
+        out = []
+        for fact in fn["assigns"]:
+            value = fact[A_VALUE]
+            if fact[A_OP] is not None or value[0] != "n" or value[1] not in local_allocs:
                 continue
-            stored: list[BufferKey] = []
-            texts: set[str] = set()
-            for target in fact.targets:
-                texts.add(module.code_for_node(resolver.base(target)))
-                key = resolver.key(target, fn)
-                if isinstance(target, cst.Name) and key is None:
-                    key = _stored_local(fn, target.value, resolver)
-                if key is not None:
-                    stored.append(key)
-                    texts.add(module.code_for_node(resolver.base(target)))
-            guard = _guard_for(fact, texts, module) if stored else None
-            if guard is None:
+            stored = self._store_key(fid, fact[A_TARGET])
+            if stored is None:
                 continue
-            for key in dict.fromkeys(stored):
-                allocations.append(Allocation(key, fact, fn, fact.line, fact.col, guard[0],
-                                              f"allocated under `if {guard[1]}`"))
+            key, dict_store = stored
+            target = fact[A_TARGET][1] if dict_store else fact[A_TARGET]
+            text = target[1]
+            for alloc in local_allocs[value[1]]:
+                if self._guarded(fn, alloc[A_GUARD], {text, value[1]}) is not None:
+                    out.append(Allocation(key, fid, alloc[A_LINE], alloc[A_COL], alloc[A_WITH], alloc[A_GUARD],
+                                          f"allocated under a check of `{text}`", dict_store))
+                    break
+        return out
 
-    if not allocations:
-        return []
-    by_key: dict[BufferKey, LazyBuffer] = {}
-    for alloc in allocations:
-        by_key.setdefault(alloc.key, LazyBuffer(alloc.key, [], [])).allocations.append(alloc)
-    for mutation_key, mutation in _mutations(index, resolver):
-        buffer = by_key.get(mutation_key)
-        if buffer is None:
-            continue
-        if any(_inside_guard(mutation[1], a) for a in buffer.allocations):
-            continue  # initialisation right after allocation runs in the allocation's own mode
-        buffer.mutations.append(mutation[0])
-    return [b for b in by_key.values() if b.mutations]
+    def _cached_getter(self, fid: str, fn: dict) -> bool:
+        for dec in fn["dec"]:
+            expr = dec[D_EXPR]
+            if expr[0] == "c":
+                expr = fn["calls"][expr[1]][C_FUNC]
+            if expr[0] == "n":
+                symbol = self.project.resolve(fid, expr[1])
+                if symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.CACHE_DECORATORS:
+                    return True
+        return False
+
+    # flow ------------------------------------------------------------------------------
+    def keys_of(self, fid: str, expr: list, depth: int = 0) -> frozenset[BufferKey]:
+        """Buffers an expression may denote (views and slices of them included)."""
+        if depth > 8:
+            return frozenset()
+        tag = expr[0]
+        if tag == "s":
+            return self.keys_of(fid, expr[1], depth + 1)
+        if tag == "b" or tag == "i":
+            operands = expr[1] if tag == "b" else expr[1:]
+            return frozenset().union(*(self.keys_of(fid, v, depth + 1) for v in operands))
+        if tag == "a":
+            return self._field_keys(fid, expr[1], expr[2], depth + 1)
+        if tag == "c":
+            call = self.project.function(fid)["calls"][expr[1]]
+            func = call[C_FUNC]
+            if func[0] == "a" and func[2] in names.VIEW_METHODS:
+                return self.keys_of(fid, func[1], depth + 1)
+            if func[0] == "n" and "." in func[1] and func[1].rsplit(".", 1)[1] in names.VIEW_METHODS | {
+                    "get", "setdefault"}:  # a view, or a lookup in a dict cache
+                return self.keys_of(fid, ["n", func[1].rsplit(".", 1)[0]], depth + 1)
+            out: set[BufferKey] = set()
+            for target in self.graph.call_targets(fid, expr[1], loose=True):
+                out |= self.returned(target, depth + 1)
+            return frozenset(out)
+        if tag != "n":
+            return frozenset()
+        cache_key = (fid, expr[1])
+        if cache_key in self._values:
+            return self._values[cache_key]
+        self._values[cache_key] = frozenset()
+        result = self._name_keys(fid, expr[1], depth)
+        self._values[cache_key] = result
+        return result
+
+    def _name_keys(self, fid: str, dotted: str, depth: int) -> frozenset[BufferKey]:
+        symbol = self.project.resolve(fid, dotted)
+        if symbol is None:
+            return frozenset()
+        if symbol.kind == FIELD:
+            head, _, rest = symbol.name.partition(".")
+            if not rest:
+                return frozenset({BufferKey("attr", symbol.target, head)})
+            return frozenset()
+        if symbol.kind == GLOBAL:
+            head, _, rest = symbol.name.partition(".")
+            return frozenset({BufferKey("global", symbol.target, head)}) if not rest else frozenset()
+        if symbol.kind == LOCAL:
+            head, _, rest = symbol.name.partition(".")
+            out: set[BufferKey] = set()
+            for value in self.project.local_values(symbol.owner).get(head, []):
+                if rest:
+                    out |= self._field_keys(symbol.owner, value, rest, depth + 1)
+                else:
+                    out |= self.keys_of(symbol.owner, value, depth + 1)
+            return frozenset(out)
+        return frozenset()
+
+    def returned(self, fid: str, depth: int = 0) -> frozenset[BufferKey]:
+        if fid in self._returns:
+            return self._returns[fid]
+        self._returns[fid] = frozenset()
+        fn = self.project.function(fid)
+        out: set[BufferKey] = set()
+        if self._cached_getter(fid, fn):
+            out.add(BufferKey("getter", fid, fn["qual"]))
+        for ret in fn["rets"]:
+            if not ret[R_YIELD]:
+                out |= self.keys_of(fid, ret[R_VALUE], depth + 1)
+        self._returns[fid] = frozenset(out)
+        return self._returns[fid]
+
+    def _field_keys(self, fid: str, value: list, field: str, depth: int) -> frozenset[BufferKey]:
+        """Buffers in ``value.field`` where ``value`` is an object built with ``field=buffer``."""
+        if depth > 8:
+            return frozenset()
+        head, _, rest = field.partition(".")
+        if rest:
+            return frozenset()
+        if value[0] == "c":
+            call = self.project.function(fid)["calls"][value[1]]
+            if head in call[C_KWARGS]:  # Workspace(topk_idx=self._topk_idx) built right here
+                return self.keys_of(fid, call[C_KWARGS][head], depth + 1)
+            out: set[BufferKey] = set()
+            for target in self.graph.call_targets(fid, value[1], loose=True):
+                key = (target, head)
+                if key not in self._fields:
+                    self._fields[key] = frozenset()
+                    found: set[BufferKey] = set()
+                    for ret in self.project.function(target)["rets"]:
+                        if not ret[R_YIELD]:
+                            found |= self._field_keys(target, ret[R_VALUE], head, depth + 1)
+                    self._fields[key] = frozenset(found)
+                out |= self._fields[key]
+            return frozenset(out)
+        if value[0] == "n":
+            symbol = self.project.resolve(fid, value[1])
+            if symbol is not None and symbol.kind == LOCAL and "." not in symbol.name:
+                out = set()
+                for inner in self.project.local_values(symbol.owner).get(symbol.name, []):
+                    out |= self._field_keys(symbol.owner, inner, head, depth + 1)
+                return frozenset(out)
+        return frozenset()
+
+    # mutations -----------------------------------------------------------------------
+    def _sites(self, fid: str):
+        """(receiver expression, mutation) for each in-place update in ``fid``."""
+        fn = self.project.function(fid)
+        for index, call in enumerate(fn["calls"]):
+            func = call[C_FUNC]
+            receiver = None
+            if func[0] == "n" and "." in func[1]:
+                head, leaf = func[1].rsplit(".", 1)
+                if names.is_inplace_method(leaf):
+                    receiver, how = ["n", head], f"`.{leaf}()`"
+            elif func[0] == "a" and names.is_inplace_method(func[2]):
+                receiver, how = func[1], f"`.{func[2]}()`"
+            if receiver is not None:
+                yield receiver, Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD], how), False
+            out = call[C_KWARGS].get("out")
+            if out is not None and func[0] == "n" and func[1].split(".", 1)[0] in ("torch", "th"):
+                yield out, Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
+                                    "`out=` argument"), False
+        for fact in fn["assigns"]:
+            op = fact[A_OP]
+            target = fact[A_TARGET]
+            if op is not None and op != "with":
+                yield target, Mutation(fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                                       f"augmented assignment ({_OPERATORS.get(op, op)})"), False
+            elif op is None and target[0] == "s":
+                yield target, Mutation(fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                                       "slice/index assignment"), True
+
+    def _is_kernel(self, fid: str) -> bool:
+        for dec in self.project.function(fid)["dec"]:
+            expr = dec[D_EXPR]
+            if expr[0] == "c":
+                expr = self.project.function(fid)["calls"][expr[1]][C_FUNC]
+            if expr[0] == "n":
+                symbol = self.project.resolve(fid, expr[1])
+                if symbol is not None and symbol.kind == EXTERNAL and names.is_kernel_decorator(symbol.target):
+                    return True
+        return False
+
+    def mutations(self) -> dict[BufferKey, list[Mutation]]:
+        """Every in-place update of a buffer that has a lazy allocation, by buffer."""
+        wanted_names = {a.key.name.rsplit(".", 1)[-1] for a in self.allocations}
+        dict_caches = {a.key for a in self.allocations if a.dict_cache}
+        out: dict[BufferKey, list[Mutation]] = {}
+        param_writers: dict[str, list[tuple[str, Mutation]]] = {}
+        for fid in self.project.functions:
+            if self._is_kernel(fid):
+                continue
+            fn = self.project.function(fid)
+            params = set(fn["params"])
+            for receiver, mutation, is_store in self._sites(fid):
+                base = receiver
+                depth = 0
+                while base[0] == "s" or (base[0] == "c" and depth < 4):
+                    if base[0] == "c":
+                        func = fn["calls"][base[1]][C_FUNC]
+                        if func[0] == "a" and func[2] in names.VIEW_METHODS:
+                            base = func[1]
+                        elif func[0] == "n" and "." in func[1] and func[1].rsplit(".", 1)[1] in names.VIEW_METHODS:
+                            base = ["n", func[1].rsplit(".", 1)[0]]
+                        else:
+                            break
+                    else:
+                        base = base[1]
+                    depth += 1
+                text = base[1] if base[0] == "n" else (base[2] if base[0] == "a" else "")
+                leaf = text.rsplit(".", 1)[-1]
+                head = text.split(".", 1)[0]
+                if head in params and head not in ("self", "cls") and "." not in text:
+                    param_writers.setdefault(fid, []).append((head, mutation))
+                # the receiver must mention a buffer's name, or be a local/call that may hold one
+                if leaf not in wanted_names and base[0] == "n" and "." in text and head in ("self", "cls"):
+                    continue
+                keys = self.keys_of(fid, receiver)
+                for key in keys:
+                    if is_store and key in dict_caches and receiver[0] == "s" and receiver[1][0] == "n":
+                        continue  # `self._cache[k] = buf` inserts into the cache, it writes no tensor
+                    out.setdefault(key, []).append(mutation)
+        self._param_writers = param_writers
+        self._mutations_through_params(out, param_writers)
+        return out
+
+    def _mutations_through_params(self, out: dict[BufferKey, list[Mutation]],
+                                  writers: dict[str, list[tuple[str, Mutation]]]) -> None:
+        """``def scatter(out): out.copy_(x)`` called with a buffer: an update of that buffer."""
+        if not writers:
+            return
+        leaves = {self.project.function(fid)["name"] for fid in writers}
+        for fid, (_summary, fn) in self.project.functions.items():
+            for index, call in enumerate(fn["calls"]):
+                func = call[C_FUNC]
+                if func[0] != "n" or func[1].rsplit(".", 1)[-1] not in leaves:
+                    continue
+                for target in self.graph.call_targets(fid, index):
+                    for param, mutation in writers.get(target, []):
+                        arg = self.regions.argument_for(target, param, call)
+                        if arg is None:
+                            continue
+                        for key in self.keys_of(fid, arg):
+                            out.setdefault(key, []).append(mutation._replace(
+                                how=f"{mutation.how} on parameter `{param}` of {self.project.label(target)}, "
+                                    f"passed at {self.project.where(fid, call[C_LINE])}"))
+
+    def matches(self, alloc_key: BufferKey, key: BufferKey) -> bool:
+        if alloc_key == key:
+            return True
+        if alloc_key.kind == key.kind == "attr" and alloc_key.name == key.name \
+                and alloc_key.owner in self.project.classes and key.owner in self.project.classes:
+            return alloc_key.owner in self.project.mro(key.owner) or key.owner in self.project.mro(alloc_key.owner)
+        return False
 
 
-def _stored_local(fn: FunctionInfo, local: str, resolver: _Resolver) -> Optional[BufferKey]:
-    """``buf = torch.empty(...); self._cache[k] = buf`` stores the local in a buffer."""
-    for fact in fn.assigns:
-        if isinstance(fact.value, cst.Name) and fact.value.value == local:
-            for target in fact.targets:
-                key = resolver.key(target, fn)
-                if key is not None:
-                    return key
-    if fn.decorated_with(names.CACHE_DECORATORS):
-        for ret in fn.returns:
-            if isinstance(ret.value, cst.Name) and ret.value.value == local and fn.name in resolver.cached_getters:
-                return BufferKey("cached", "", fn.name)
-    return None
+_OPERATORS = {"Add": "+=", "Sub": "-=", "Mult": "*=", "Div": "/=", "FloorDiv": "//=", "Mod": "%=", "Pow": "**=",
+              "BitAnd": "&=", "BitOr": "|=", "BitXor": "^=", "LShift": "<<=", "RShift": ">>=", "MatMult": "@="}
 
-
-def _inside_guard(fact, allocation: Allocation) -> bool:
-    return allocation.guard is not None and fact.function is allocation.function and any(
-        g.node is allocation.guard and not g.in_orelse for g in fact.frame.guards
-    )
-
-
-def _mutations(index: ModuleIndex, resolver: _Resolver) -> Iterable[tuple[BufferKey, tuple[Mutation, object]]]:
-    for fn in index.functions:
-        for call in fn.calls:
-            func = call.node.func
-            if isinstance(func, cst.Attribute) and call.callee and names.is_inplace_method(call.callee):
-                key = resolver.key(func.value, fn)
-                if key is not None:
-                    yield key, (Mutation(call.line, call.col, f"`.{call.callee}()`", fn), call)
-            for arg in call.node.args:
-                is_out = arg.keyword is not None and arg.keyword.value == "out"
-                is_op_arg = any(q.startswith("torch.ops.") for q in call.qualified)
-                if is_out or is_op_arg:
-                    key = resolver.key(arg.value, fn)
-                    if key is not None:
-                        how = "`out=` argument" if is_out else f"argument of `{names.dotted(func)}`"
-                        yield key, (Mutation(call.line, call.col, how, fn), call)
-        for fact in fn.assigns:
-            if isinstance(fact.node, cst.AugAssign):
-                key = resolver.key(fact.targets[0], fn)
-                how = f"`{_op_text(fact.node)}`"
-            else:
-                subscripts = [t for t in fact.targets if isinstance(t, cst.Subscript)]
-                key = resolver.key(subscripts[0], fn) if subscripts else None
-                how = "slice/index assignment"
-                if key is not None and key.kind in ("attr", "global") and _is_dict_store(subscripts[0], index):
-                    key = None  # `self._cache[k] = ...` stores into the cache, it does not write a tensor
-            if key is not None:
-                yield key, (Mutation(fact.line, fact.col, how, fn), fact)
-
-
-def _op_text(node: cst.AugAssign) -> str:
-    return cst.Module([]).code_for_node(node.operator).strip()
-
-
-def _is_dict_store(target: cst.Subscript, index: ModuleIndex) -> bool:
-    """A store straight into ``self.x[k]`` where ``self.x`` is a dict cache."""
-    return isinstance(target.value, (cst.Attribute, cst.Name)) and any(
-        isinstance(fact.value, (cst.Dict, cst.DictComp))
-        or (isinstance(fact.value, cst.Call) and names.dotted(fact.value.func) in ("dict", "collections.OrderedDict",
-                                                                                   "OrderedDict", "defaultdict"))
-        for fn in index.functions for fact in fn.assigns
-        for t in fact.targets
-        if index.module.code_for_node(t) == index.module.code_for_node(target.value)
-    )
+__all__ = ["Buffers", "BufferKey", "Allocation", "Mutation", "fid_of", "FUNC", "INSTANCE", "PARAM"]

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import difflib
 import functools
 import os
+import re
+import signal
 import sys
+import threading
 import warnings
 from typing import Optional, Sequence
 
@@ -21,8 +25,10 @@ import libcst as cst
 from .cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args
 from .config import Config, ConfigError
 from .engine import FileError, SourceFile, analyze_text, read_source, to_findings
-from .files import atomic_write, default_jobs, discover, is_read_only, run_jobs
+from .files import (FileChangedError, default_jobs, discover, is_read_only, remove_in_flight_temps, run_jobs,
+                    write_file)
 from .fixer import STYLES, fix_source
+from .limits import source_limits_error
 from .model import Finding
 from .output import render_text
 
@@ -75,8 +81,13 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
     source = read_source(path, options.max_bytes)
     if isinstance(source, FileError):
         return FixOutcome(path, error=source.message)
+    too_big = source_limits_error(source.text)  # libcst would take minutes over it, or crash
+    if too_big is not None:
+        return FixOutcome(path, error=too_big)
     try:
         fixed, remaining, error = fix_text(source, options)
+        if error is None and fixed is not None:
+            fixed, error = _keep_unrelated_bytes(source.text, fixed, source.path)
     except Exception as exc:  # one bad file must not stop the run
         return FixOutcome(path, error=f"internal error while fixing: {type(exc).__name__}: {exc}; file left unchanged")
     if error is not None:
@@ -85,7 +96,7 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
         return FixOutcome(path, remaining=tuple(remaining))
     diff = ""
     if options.diff:
-        diff = "".join(difflib.unified_diff(source.text.splitlines(True), fixed.splitlines(True),
+        diff = "".join(difflib.unified_diff(_lines(source.text), _lines(fixed),
                                             fromfile=_diff_label("a", path), tofile=_diff_label("b", path)))
     if options.write:
         if is_read_only(path):
@@ -96,10 +107,57 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
         except (UnicodeEncodeError, LookupError) as exc:
             return FixOutcome(path, error=f"cannot encode the fix as {source.encoding}: {exc}; file left unchanged")
         try:
-            atomic_write(path, data)
+            write_file(path, data, expected=source.raw)
+        except FileChangedError as exc:
+            return FixOutcome(path, error=f"not written: {exc.strerror}; file left as it is now")
         except OSError as exc:
             return FixOutcome(path, error=f"cannot write: {exc.strerror or exc}; file left unchanged")
     return FixOutcome(path, changed=True, diff=diff, remaining=tuple(remaining))
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+\Z")
+
+
+def _lines(text: str) -> list[str]:
+    """Lines as Python sees them: ended by LF, CRLF or CR only (``str.splitlines`` also splits at
+    form feeds and other characters, which are not line ends in source code)."""
+    return _LINE.findall(text)
+
+
+def _keep_unrelated_bytes(original: str, fixed: str, path: str) -> tuple[Optional[str], Optional[str]]:
+    """``fixed`` with the bytes libcst could not represent put back; or (None, error).
+
+    libcst does not reproduce every file byte for byte: it drops a form feed that starts a line
+    of code and the last CR of a file with CR-only line ends. Everything libcst dropped outside
+    the lines the fix rewrote is put back; if it dropped something inside them, the file is refused.
+    """
+    roundtrip = cst.parse_module(original).code
+    if roundtrip == original:
+        return fixed, None
+    before, libcst_lines, after = _lines(original), _lines(roundtrip), _lines(fixed)
+    lossy = [i for i, (a, b) in enumerate(zip(before, libcst_lines)) if a != b]
+    refusal = (f"cannot fix without changing bytes the fix does not touch: libcst does not keep line "
+               f"{(lossy or [len(libcst_lines)])[0] + 1} exactly (a form feed or a CR line end); file left unchanged")
+    if len(before) != len(libcst_lines):
+        return None, refusal
+    out: list[str] = []
+    matcher = difflib.SequenceMatcher(None, libcst_lines, after, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            out.extend(before[i1:i2])
+        elif any(i1 <= i < i2 for i in lossy):
+            return None, refusal
+        else:
+            out.extend(after[j1:j2])
+    patched = "".join(out)
+    try:  # the patched text must be the fixed program, exactly, for libcst and for Python
+        same = cst.parse_module(patched).code == fixed
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            same = same and ast.dump(ast.parse(patched, path)) == ast.dump(ast.parse(fixed, path))
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError):
+        same = False
+    return (patched, None) if same else (None, refusal)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,7 +203,45 @@ def _diff_label(side: str, path) -> str:
     return str(path) if os.path.isabs(path) else f"{side}/{path}"
 
 
+def _crashed(path: str, why: str) -> FixOutcome:
+    return FixOutcome(path, error=f"internal error: {why}; file left unchanged")
+
+
+def _exit_on_signal(signum, frame) -> None:
+    """SIGTERM/SIGINT/SIGHUP: remove the temp file being written (writes defer these signals, so
+    there is none in practice) and exit 128+signal; workers are stopped by ``run_jobs``."""
+    remove_in_flight_temps()
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _signals_exit_cleanly():
+    """Install ``_exit_on_signal`` for the duration of a run (main thread only); restore afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is None or signal.getsignal(signum) is signal.SIG_IGN:  # nohup, `cmd &`: leave ignored
+            continue
+        try:
+            previous[signum] = signal.signal(signum, _exit_on_signal)
+        except (OSError, ValueError):
+            pass
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    with _signals_exit_cleanly():
+        return _main(argv)
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = config_from_args(args)
@@ -162,7 +258,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     jobs = args.jobs if args.jobs and args.jobs > 0 else default_jobs()
     advance, close = _progress(len(files))
     try:
-        outcomes = run_jobs(functools.partial(fix_file, options=options), files, jobs, advance)
+        outcomes = run_jobs(functools.partial(fix_file, options=options), files, jobs, advance,
+                            on_crash=_crashed)
     finally:
         if close:
             close()

@@ -18,22 +18,17 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.9/3.10 only
     import tomli as tomllib
 
-DEFAULT_PATH_PATTERNS = (
-    "*warmup*",
-    "*warm_up*",
-    "*autotune*",
-    "*capture*",
-    "*cuda_graph*",
-    "*graph_capture*",
-    "*dummy_run*",
-    "*profile_run*",
-    "*kernel_warmup*",
-)
+# Names that make a function a warm root by themselves.
+DEFAULT_PATH_PATTERNS = ("*warmup*", "*warm_up*", "*autotune*", "*dummy_run*", "*profile_run*")
+# Names that count only where graph or autotune use confirms them (K/V "capture" is not graph capture).
+DEFAULT_CAPTURE_PATTERNS = ("*capture*", "*cuda_graph*", "*graph_capture*")
+# Classes whose capture-pattern methods are confirmed without visible graph use.
 DEFAULT_CLASS_PATTERNS = ("*GraphRunner", "*CudaGraph*", "*Autotuner")
-SERVING_GRAD_MODES = ("no_grad", "inference_mode")
-# Rules that run only when selected explicitly (kept here, not in the rules package, so that
-# config has no import cycle; tests check it matches Rule.default_enabled).
-OPT_IN_CODES = frozenset({"GM201"})
+# Serving entry points (functions that replay a captured graph are serving roots too).
+DEFAULT_SERVING_PATTERNS = ("execute_model", "forward_batch*", "event_loop*", "run_batch", "generate",
+                            "serve", "handle_request*", "step")
+# "auto": inferred from the serving entry points (the run says what it inferred and from where).
+SERVING_GRAD_MODES = ("auto", "no_grad", "inference_mode")
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".tox", ".venv", "venv", "__pycache__", ".gradmode_cache", "node_modules")
 
 
@@ -44,9 +39,11 @@ class ConfigError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class Config:
     path_patterns: tuple[str, ...] = DEFAULT_PATH_PATTERNS
+    capture_patterns: tuple[str, ...] = DEFAULT_CAPTURE_PATTERNS
     class_patterns: tuple[str, ...] = DEFAULT_CLASS_PATTERNS
+    serving_patterns: tuple[str, ...] = DEFAULT_SERVING_PATTERNS
     module_globs: tuple[str, ...] = ()
-    serving_grad_mode: str = "no_grad"
+    serving_grad_mode: str = "auto"
     select: tuple[str, ...] = ()
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -59,7 +56,7 @@ class Config:
                 f"not {self.serving_grad_mode!r}"
             )
 
-    def is_selected(self, code: str) -> bool:
+    def is_selected(self, code: str, default_enabled: bool = True) -> bool:
         """Prefix matching as in flake8/ruff: the longest matching prefix wins, ignore wins ties.
 
         Opt-in codes run only when a --select/--extend-select entry matches them (as in flake8,
@@ -70,7 +67,7 @@ class Config:
             return max((len(p) for p in prefixes if code.startswith(p)), default=-1)
 
         chosen = self.select + self.extend_select
-        if code in OPT_IN_CODES or self.select:
+        if not default_enabled or self.select:
             selected = longest(chosen)
         else:
             selected = max(0, longest(chosen))
@@ -91,6 +88,9 @@ _KEYS = {
     "extend-path-patterns": "extend_path_patterns",
     "class-patterns": "class_patterns",
     "extend-class-patterns": "extend_class_patterns",
+    "capture-patterns": "capture_patterns",
+    "serving-patterns": "serving_patterns",
+    "extend-serving-patterns": "extend_serving_patterns",
     "module-globs": "module_globs",
     "serving-grad-mode": "serving_grad_mode",
     "select": "select",

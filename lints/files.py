@@ -1,15 +1,22 @@
-"""Finding files, running a per-file job over them (serially or in processes), and the result cache."""
+"""Finding and reading files, running a per-file job over them (serially or in processes), writing
+fixed files safely, and the result cache."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
+import errno
 import fnmatch
 import hashlib
 import io
 import os
 import pickle
+import re
+import signal
+import stat
 import sys
 import tempfile
+import time
 import tokenize
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, Sequence, TypeVar, Union
@@ -18,6 +25,7 @@ from . import __version__
 from .model import FileError
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
@@ -31,21 +39,58 @@ class SourceFile:
 
 
 def read_source(path: str, max_bytes: int = MAX_FILE_BYTES) -> Union[SourceFile, FileError]:
-    """Read and decode a Python file, or say in one line why it cannot be."""
+    """Read and decode a Python file, or say in one line why it cannot be.
+
+    Only regular files are read: a FIFO, socket or device named ``*.py`` would block the run
+    (or never end), so it is refused before it is opened, and opened non-blocking in case it
+    was swapped in between.
+    """
     try:
         st = os.stat(path)
     except OSError as exc:
         return FileError(path, f"cannot read: {exc.strerror or exc}")
-    if os.path.isdir(path):
+    if stat.S_ISDIR(st.st_mode):
         return FileError(path, "is a directory, not a Python file")
+    if not stat.S_ISREG(st.st_mode):
+        return FileError(path, NOT_REGULAR)
     if st.st_size > max_bytes:
-        return FileError(path, f"skipped: {st.st_size} bytes is over the {max_bytes}-byte limit (--max-file-size)")
+        return _too_big(path, st.st_size, max_bytes)
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | _O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        return FileError(path, f"cannot read: {exc.strerror or exc}")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return FileError(path, NOT_REGULAR)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
             raw = handle.read(max_bytes + 1)
     except OSError as exc:
         return FileError(path, f"cannot read: {exc.strerror or exc}")
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(raw) > max_bytes:  # it grew since the stat
+        return _too_big(path, len(raw), max_bytes)
     return decode_source(path, raw)
+
+
+NOT_REGULAR = "not a regular file"
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def _too_big(path: str, size: int, max_bytes: int) -> FileError:
+    return FileError(path, f"skipped: {size} bytes is over the {max_bytes}-byte limit (--max-file-size)")
+
+
+def is_regular_file(path: str) -> Optional[bool]:
+    """True for a regular file (links followed), False for a FIFO, socket, device or folder, None if unknown."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return None
 
 
 def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
@@ -62,8 +107,6 @@ def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
         return FileError(path, f"cannot decode as {encoding}{where}: not valid UTF-8 and no usable PEP 263 "
                                f"coding declaration")
     return SourceFile(path, text, encoding, raw)
-
-
 
 
 def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], list[FileError]]:
@@ -87,7 +130,10 @@ def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], l
                 for name in sorted(names):
                     full = os.path.join(root, name)
                     if name.endswith(".py") and not excluded(name, full):
-                        files.append(full)
+                        if is_regular_file(full) is False:  # a FIFO would block the run; a broken link
+                            errors.append(FileError(full, NOT_REGULAR))  # reports its own error later
+                        else:
+                            files.append(full)
         elif os.path.lexists(given):
             files.append(given)  # a broken link or unreadable file reports its own error
         else:
@@ -95,9 +141,18 @@ def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], l
     return sorted(dict.fromkeys(files)), errors
 
 
-def run_jobs(func: Callable[[str], T], items: Sequence[str], jobs: int,
-             progress: Optional[Callable[[int], None]] = None) -> list[T]:
-    """``[func(i) for i in items]``, in ``jobs`` processes when that pays; order is kept."""
+def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
+             progress: Optional[Callable[[int], None]] = None,
+             on_crash: Optional[Callable[[U, str], T]] = None,
+             weight: Optional[Callable[[U], int]] = None) -> list[T]:
+    """``[func(i) for i in items]``, in ``jobs`` processes when that pays; results in input order.
+
+    One task per item, the largest first (by file size, or ``weight``), so that one worker does not
+    end up with all the big files. A worker that dies (a crash in native code, the OOM killer) does
+    not stop the run: the items it may have held are rerun one per process, and the one that kills
+    its process again gets ``on_crash(item, why)`` (default: a ``FileError``) as its result.
+    In-process (``jobs <= 1``) nothing guards against such a crash.
+    """
     if jobs <= 1 or len(items) < 2:
         out = []
         for item in items:
@@ -105,14 +160,150 @@ def run_jobs(func: Callable[[str], T], items: Sequence[str], jobs: int,
             if progress:
                 progress(1)
         return out
-    chunk = max(1, min(64, len(items) // (jobs * 8)))
-    with concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(items))) as pool:
-        out = []
-        for result in pool.map(func, items, chunksize=chunk):
-            out.append(result)
+    on_crash = on_crash or _crash_error
+    sizes = [(weight or _weight)(item) for item in items]
+    remaining = sorted(range(len(items)), key=lambda i: -sizes[i])  # stable: ties keep input order
+    results: dict[int, T] = {}
+    workers = min(jobs, len(items))
+    while remaining:
+        lost = _pool_round(func, items, remaining, workers, results, progress)
+        # The items a dead worker may have held are the first ones not done: the pool hands out
+        # tasks in submission order and queues at most one beyond its workers.
+        suspects, remaining = lost[:workers + 1], lost[workers + 1:]
+        _isolated_round(func, items, suspects, workers, results, progress, on_crash)
+    return [results[i] for i in range(len(items))]
+
+
+def _weight(item: object) -> int:
+    raw = getattr(item, "raw", None)
+    if isinstance(raw, (bytes, str)):
+        return len(raw)
+    try:
+        return os.stat(item).st_size if isinstance(item, (str, os.PathLike)) else 0
+    except OSError:
+        return 0
+
+
+def _item_path(item: object) -> str:
+    return str(getattr(item, "path", item))
+
+
+def _crash_error(item: object, why: str) -> FileError:
+    return FileError(_item_path(item), f"internal error: {why}")
+
+
+def _worker_init() -> None:
+    """Workers leave Ctrl-C and SIGTERM to the main process, which stops them (see ``_stop``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _pool_round(func, items, order: list[int], workers: int, results: dict, progress) -> list[int]:
+    """Run ``order`` in one pool; the indices lost to a dead worker, in submission order."""
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(order)), initializer=_worker_init)
+    lost: list[int] = []
+    try:
+        futures: dict[concurrent.futures.Future, int] = {}
+        for n, i in enumerate(order):
+            try:
+                futures[pool.submit(func, items[i])] = i
+            except concurrent.futures.process.BrokenProcessPool:
+                lost.extend(order[n:])
+                break
+        for future in concurrent.futures.as_completed(futures):
+            i = futures[future]
+            try:
+                results[i] = future.result()
+            except concurrent.futures.process.BrokenProcessPool:
+                lost.append(i)
+                continue
             if progress:
                 progress(1)
-        return out
+    except BaseException:  # Ctrl-C, SIGTERM (as SystemExit), or func's own exception
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
+    position = {i: n for n, i in enumerate(order)}
+    return sorted(lost, key=position.__getitem__)
+
+
+def _stop(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """Cancel what has not started and stop the workers. A worker is never stopped halfway through
+    a write: ``write_file`` defers SIGTERM and SIGINT until the file is whole."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+    else:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            try:
+                proc.terminate()
+            except (OSError, AttributeError, ValueError):
+                pass
+    pool.shutdown(wait=True)
+
+
+def _isolated_child(func, item, conn) -> None:
+    _worker_init()
+    try:
+        message = (True, func(item))
+    except BaseException as exc:  # handed to the parent, which raises it as the pool would
+        message = (False, exc)
+    try:
+        conn.send(message)
+    except Exception as exc:  # an unpicklable result or exception
+        conn.send((False, RuntimeError(f"cannot send the result back: {type(exc).__name__}: {exc}")))
+    conn.close()
+
+
+def _isolated_round(func, items, order: list[int], workers: int, results: dict, progress, on_crash) -> None:
+    """Each of ``order`` in a process of its own, ``workers`` at a time."""
+    import multiprocessing
+    import multiprocessing.connection
+
+    ctx = multiprocessing.get_context()
+    pending = list(order)
+    running: dict = {}  # receiving end -> (index, process)
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                i = pending.pop(0)
+                receive, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_isolated_child, args=(func, items[i], send), daemon=True)
+                proc.start()
+                send.close()
+                running[receive] = (i, proc)
+            for receive in multiprocessing.connection.wait(list(running)):
+                i, proc = running.pop(receive)
+                try:
+                    ok, value = receive.recv()
+                except (EOFError, OSError):
+                    ok, value = None, None
+                receive.close()
+                proc.join()
+                if ok is None:
+                    results[i] = on_crash(items[i], f"the worker process died on this file ({_death(proc.exitcode)})")
+                elif ok:
+                    results[i] = value
+                else:
+                    raise value
+                if progress:
+                    progress(1)
+    finally:
+        for receive, (i, proc) in running.items():
+            proc.terminate()
+            proc.join()
+            receive.close()
+
+
+def _death(exitcode: Optional[int]) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"killed by {name}"
+    return f"exit status {exitcode}"
 
 
 def default_jobs() -> int:
@@ -186,22 +377,223 @@ def is_read_only(path: str) -> bool:
         return True
 
 
-def atomic_write(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` via a temp file in the same folder; keep its mode."""
-    real = os.path.realpath(path)  # write through a symlink, not over it
-    mode = os.stat(real).st_mode & 0o7777
-    folder = os.path.dirname(real) or "."
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gradmode-", suffix=".tmp")
+class FileChangedError(OSError):
+    """The file on disk is no longer the content the fix was computed from."""
+
+
+# Temp files are named ``.gradmode-PID-RANDOM.tmp`` (older versions: ``.gradmode-RANDOM.tmp``).
+_TEMP_PREFIX = ".gradmode-"
+_TEMP_SUFFIX = ".tmp"
+_TEMP_NAME = re.compile(r"\.gradmode-(?:(?P<pid>\d+)-)?[A-Za-z0-9_]+\.tmp\Z")
+STALE_TEMP_SECONDS = 600  # a write takes milliseconds: a temp file this old is abandoned, whoever made it
+_DEFERRED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+_in_flight: set[str] = set()  # temp files this process is writing now
+_swept: set[str] = set()  # folders already cleaned of stale temp files by this process
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait until the block is done (they are delivered right after it).
+
+    A write is therefore never interrupted by them halfway; only SIGKILL (or a power cut) can.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED_SIGNALS)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def remove_in_flight_temps() -> None:
+    """Remove the temp files this process is writing (for a signal handler that is about to exit)."""
+    for tmp in list(_in_flight):
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise
+        _in_flight.discard(tmp)
+
+
+def sweep_stale_temps(folder: str) -> list[str]:
+    """Remove our own abandoned temp files (a run killed by SIGKILL) from ``folder``; the removed paths.
+
+    A temp file is abandoned when the process named in it is gone, or when it is older than
+    ``STALE_TEMP_SECONDS``; one that another live run is writing now is left alone.
+    """
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        match = _TEMP_NAME.match(entry.name)
+        if match is None or entry.path in _in_flight:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        pid = match.group("pid")
+        if now - st.st_mtime > STALE_TEMP_SECONDS or (pid is not None and not _pid_alive(int(pid))):
+            try:
+                os.unlink(entry.path)
+                removed.append(entry.path)
+            except OSError:
+                pass
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():  # ours, and not in flight: left by a killed process whose pid we now have
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists (another user's), or cannot tell
+    return True
+
+
+def write_file(path: str, data: bytes, expected: Optional[bytes] = None) -> str:
+    """Replace the content of ``path`` with ``data``, keeping what makes the file itself; the method used.
+
+    The file is written whole or not at all: ``data`` goes to a temp file in the same folder
+    (fsynced, given the file's mode, owner and group) that is renamed over it ("replace"), so a kill
+    at any moment leaves either the old or the new content, never half of it. A rename gives the
+    file a new inode, so where it would lose something the file is instead rewritten in place
+    ("in-place": open, write, truncate, fsync; the same inode) - when the file has other hard links,
+    when its owner or group cannot be given to the temp file, or when the temp file cannot be
+    created or renamed (a folder we may not write to, a bind-mounted file). This is vim's
+    ``backupcopy=auto``. Both defer SIGINT/SIGTERM/SIGHUP until the write is done.
+
+    With ``expected``, the file must still hold exactly those bytes (the content the fix was
+    computed from), else ``FileChangedError`` is raised and nothing is written.
+    Symlinks are written through, not replaced.
+    """
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, NOT_REGULAR)
+    folder = os.path.dirname(real) or "."
+    if folder not in _swept:
+        _swept.add(folder)
+        sweep_stale_temps(folder)
+    if st.st_nlink <= 1:
+        try:
+            if _write_by_rename(real, data, st, folder, expected):
+                return "replace"
+        except FileChangedError:
+            raise
+        except OSError:
+            pass  # could not create, fill or rename the temp file: write in place instead
+    _write_in_place(real, data, expected)
+    return "in-place"
+
+
+def atomic_write(path: str, data: bytes, expected: Optional[bytes] = None) -> None:
+    """Kept for callers of the old name: see ``write_file``."""
+    write_file(path, data, expected)
+
+
+def _same_content(fd: int, expected: bytes) -> bool:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    size = 0
+    while size <= len(expected):
+        chunk = os.read(fd, max(65536, len(expected) + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks) == expected
+
+
+def _check_unchanged(real: str, expected: Optional[bytes]) -> None:
+    if expected is None:
+        return
+    fd = os.open(real, os.O_RDONLY | _O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        same = _same_content(fd, expected)
+    finally:
+        os.close(fd)
+    if not same:
+        raise FileChangedError(errno.EAGAIN, "the file changed on disk while it was being fixed")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _write_by_rename(real: str, data: bytes, st: os.stat_result, folder: str, expected: Optional[bytes]) -> bool:
+    """False when the temp file cannot get the file's owner and group (then write in place)."""
+    with deferred_signals():
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{_TEMP_PREFIX}{os.getpid()}-", suffix=_TEMP_SUFFIX)
+        _in_flight.add(tmp)
+        try:
+            try:
+                mine = os.fstat(fd)
+                if (mine.st_uid, mine.st_gid) != (st.st_uid, st.st_gid) and hasattr(os, "fchown"):
+                    try:
+                        os.fchown(fd, st.st_uid if mine.st_uid != st.st_uid else -1,
+                                  st.st_gid if mine.st_gid != st.st_gid else -1)
+                    except PermissionError:
+                        return False
+                os.fchmod(fd, stat.S_IMODE(st.st_mode))  # after chown, which clears set-id bits
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _check_unchanged(real, expected)
+            os.replace(tmp, real)
+            _in_flight.discard(tmp)
+        finally:
+            if tmp in _in_flight:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                _in_flight.discard(tmp)
+    _fsync_folder(folder)
+    return True
+
+
+def _write_in_place(real: str, data: bytes, expected: Optional[bytes]) -> None:
+    with deferred_signals():
+        fd = os.open(real, os.O_RDWR | _O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, NOT_REGULAR)
+            if expected is not None and not _same_content(fd, expected):
+                raise FileChangedError(errno.EAGAIN, "the file changed on disk while it was being fixed")
+            os.lseek(fd, 0, os.SEEK_SET)
+            _write_all(fd, data)
+            os.ftruncate(fd, len(data))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make the rename itself durable (best effort; not possible everywhere)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

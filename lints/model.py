@@ -1,16 +1,31 @@
-"""Plain data passed between the engine, the outputs and the fixer."""
+"""Plain data passed between the engine, the rules, the outputs and the fixer (no syntax nodes)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import Optional
 
-if TYPE_CHECKING:  # keep `python -m lints` on a warm cache free of the libcst import
-    import libcst as cst
+
+@dataclasses.dataclass(frozen=True)
+class Fix:
+    """How to rewrite the code behind a finding, by position; ``lints.fixer`` finds the nodes.
+
+    actions: "unwrap_with" / "drop_with_item" (``at`` the with, ``items`` the inference-mode items),
+    "null_context" (the switch call ``at``), "decorator_no_grad" (the decorator expression ``at``),
+    "unwrap_callable" (``at`` the call ``torch.inference_mode()(fn)``).
+    """
+
+    action: str
+    at: tuple[int, int]
+    safe: bool
+    items: tuple[tuple[int, int], ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"action": self.action, "at": list(self.at), "safe": self.safe, "items": [list(i) for i in self.items]}
 
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Finding:
-    """One reported problem. Picklable (crosses process boundaries and the cache)."""
+    """One reported problem."""
 
     path: str
     line: int
@@ -19,9 +34,14 @@ class Finding:
     message: str
     severity: str = "warning"  # "warning" | "error"
     fixable: str = ""  # "" | "safe" | "unsafe"
+    notes: tuple[str, ...] = dataclasses.field(default=(), compare=False)  # the why-chain, one step a line
+    fixes: tuple[Fix, ...] = dataclasses.field(default=(), compare=False)  # several when nested blocks wrap a call
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        data = {k: getattr(self, k) for k in ("path", "line", "col", "code", "message", "severity", "fixable")}
+        data["notes"] = list(self.notes)
+        data["fixes"] = [f.to_dict() for f in self.fixes]
+        return data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,44 +55,10 @@ class FileError:
         return f"{self.path}: error: {self.message}"
 
 
-@dataclasses.dataclass(eq=False)
-class FixPlan:
-    """How to rewrite the node behind a finding. Applied by ``lints.fixer``."""
-
-    action: str  # "unwrap_with" | "drop_with_item" | "replace_with_no_grad" | "null_context" | "decorator_no_grad"
-    node: cst.CSTNode
-    safe: bool
-    items: tuple[cst.WithItem, ...] = ()  # for the with-block actions
+def fixable_of(fixes: tuple[Fix, ...]) -> str:
+    if not fixes:
+        return ""
+    return "safe" if all(f.safe for f in fixes) else "unsafe"
 
 
-@dataclasses.dataclass(frozen=True)
-class Rule:
-    code: str
-    name: str
-    severity: str
-    summary: str
-    rationale: str
-    bad: str
-    good: str
-    fix: str
-    valid: tuple[str, ...] = ()
-    invalid: tuple[str, ...] = ()
-    # Opt-in rules (like bugbear's B9xx) run only when a select or extend-select entry matches them.
-    default_enabled: bool = True
-
-
-@dataclasses.dataclass(eq=False)
-class RuleHit:
-    """What a rule reports, before the engine adds the path and applies noqa/select."""
-
-    code: str
-    line: int
-    col: int
-    message: str
-    plans: tuple[FixPlan, ...] = ()  # several when nested blocks all wrap the same call
-
-    @property
-    def fixable(self) -> str:
-        if not self.plans:
-            return ""
-        return "safe" if all(p.safe for p in self.plans) else "unsafe"
+__all__ = ["Fix", "Finding", "FileError", "fixable_of", "Optional"]

@@ -1,111 +1,97 @@
-"""Which expressions are torch's grad-mode switches and tensor factories.
+"""torch's grad-mode switches, tensor factories and in-place operations, by full name.
 
-The single place where aliases are resolved: ``import torch as th``,
-``from torch import inference_mode as im``, ``torch.autograd.grad_mode...``.
-Resolution goes through libcst's QualifiedNameProvider (backed by
-ScopeProvider), so a local function that happens to be called
-``inference_mode`` is not torch's.
+The single place that knows torch's spellings; names are resolved to full names by
+``lints.project`` first, so ``import torch as th``, ``from torch import inference_mode as im`` and
+``getattr(torch, "inference_mode")`` all arrive here as ``torch.inference_mode``, and a local
+function that happens to be called ``inference_mode`` never does.
 """
 from __future__ import annotations
 
 import re
-from typing import Callable, Collection, Optional
+from typing import Optional
 
-import libcst as cst
-from libcst.metadata import QualifiedName
-
-INFERENCE_MODE = "inference_mode"
-NO_GRAD = "no_grad"
-
-GRAD_MODE_NAMES = {
-    "torch.inference_mode": INFERENCE_MODE,
-    "torch.autograd.inference_mode": INFERENCE_MODE,
-    "torch.autograd.grad_mode.inference_mode": INFERENCE_MODE,
-    "torch.no_grad": NO_GRAD,
-    "torch.autograd.no_grad": NO_GRAD,
-    "torch.autograd.grad_mode.no_grad": NO_GRAD,
-}
+INFERENCE_MODE_NAMES = frozenset({
+    "torch.inference_mode", "torch.autograd.inference_mode", "torch.autograd.grad_mode.inference_mode",
+})
+NO_GRAD_NAMES = frozenset({"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+ENABLE_GRAD_NAMES = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
+                               "torch.autograd.grad_mode.enable_grad"})
+SET_GRAD_ENABLED_NAMES = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
+                                    "torch.autograd.grad_mode.set_grad_enabled"})
+C_INFERENCE_MODE = "torch._C._InferenceMode"
+# A bare reference used as a decorator (`@torch.inference_mode`) enables the mode.
+GRAD_MODE_CLASSES = {**{n: "inference_mode" for n in INFERENCE_MODE_NAMES}, **{n: "no_grad" for n in NO_GRAD_NAMES}}
+# Method names that platform wrappers use for a switch (`current_platform.inference_mode()`).
+SWITCH_LEAVES = frozenset({"inference_mode", "no_grad"})
+CONTEXTMANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
+CACHE_DECORATORS = frozenset({"functools.cache", "functools.lru_cache", "functools.cached_property"})
+# Decorators of kernels that write through pointers: their argument updates never raise.
+KERNEL_DECORATOR_PREFIXES = ("triton.", "numba.", "cupy.", "tilelang.", "cutlass.", "cute.")
+KERNEL_DECORATOR_LEAVES = frozenset({"jit", "autotune", "heuristics", "kernel"})
 
 TORCH_FACTORIES = frozenset(
     f"torch.{name}"
-    for name in (
-        "empty", "zeros", "ones", "full", "empty_strided",
-        "empty_like", "zeros_like", "ones_like", "full_like",
-        "rand_like", "randn_like", "randint_like",
-    )
+    for name in ("empty", "zeros", "ones", "full", "empty_strided", "empty_like", "zeros_like", "ones_like",
+                 "full_like", "rand_like", "randn_like", "randint_like", "arange", "rand", "randn")
 )
-# Tensor-method factories: the receiver is any tensor, so match by method name.
-TENSOR_METHOD_FACTORIES = frozenset(
-    {"new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided", "new_tensor"}
-)
-CACHE_DECORATORS = frozenset({"functools.cache", "functools.lru_cache", "functools.cached_property"})
-CONTEXTMANAGER_DECORATORS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
-
+# Tensor-method factories: the receiver is any tensor, so they are matched by method name.
+TENSOR_METHOD_FACTORIES = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided",
+                                     "new_tensor"})
 # `fill_`, `zero_`, `copy_`, `index_put_` ... but not `__init__` or `_private_`.
 _INPLACE_METHOD = re.compile(r"^[a-z][a-z0-9_]*[a-z0-9]_$")
-# Methods that return a view of their receiver: writing through them writes the buffer.
-VIEW_METHODS = frozenset(
-    {"view", "view_as", "narrow", "as_strided", "select", "unsqueeze", "squeeze", "flatten",
-     "transpose", "t", "permute", "expand", "expand_as", "unflatten", "diagonal", "unbind", "split", "chunk"}
-)
-
-QualifiedNamesOf = Callable[[cst.CSTNode], Collection[QualifiedName]]
+# Methods returning a view of their receiver: writing through them writes the buffer.
+VIEW_METHODS = frozenset({"view", "view_as", "narrow", "as_strided", "select", "unsqueeze", "squeeze", "flatten",
+                          "transpose", "t", "permute", "expand", "expand_as", "unflatten", "diagonal", "reshape",
+                          "contiguous"})
+# Calls whose result is a CUDA graph being captured / an autotuning region.
+GRAPH_CAPTURE_NAMES = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph", "torch.cuda.make_graphed_callables"})
+AUTOTUNE_PREFIXES = ("flashinfer.",)
 
 
 def is_inplace_method(name: str) -> bool:
     return bool(_INPLACE_METHOD.match(name)) and not name.startswith("__")
 
 
-def grad_mode_of(expr: cst.BaseExpression, qnames: QualifiedNamesOf) -> Optional[str]:
-    """INFERENCE_MODE / NO_GRAD when ``expr`` (a Name or Attribute) names torch's switch."""
-    if not isinstance(expr, (cst.Name, cst.Attribute)):
-        return None
-    for qn in qnames(expr):
-        mode = GRAD_MODE_NAMES.get(qn.name)
-        if mode:
-            return mode
-    return None
+def _literal(expr: Optional[list]):
+    """(True, value) for a constant, (False, None) otherwise."""
+    if expr is not None and expr[0] == "k":
+        return True, expr[1]
+    return False, None
 
 
-def full_names(expr: cst.CSTNode, qnames: QualifiedNamesOf) -> set[str]:
-    return {qn.name for qn in qnames(expr)}
+def switch_mode(full: str, args: list, kwargs: dict) -> Optional[str]:
+    """The grad mode a call of torch's ``full`` switches to, None when it is not one.
 
-
-def enables_mode(call: cst.Call) -> bool:
-    """False only for a literal off switch: ``inference_mode(False)``/``(mode=False)``.
-
-    A non-literal argument (``inference_mode(flag)``) is not reported: we cannot
-    know the value, and guessing produces false positives.
+    ``inference_mode()``/``(True)``/``(mode=True)`` enable it, ``(False)`` disables it
+    (``inference_off``); a non-literal argument is ``unknown`` (not reported); a non-bool literal
+    such as ``inference_mode(1)`` is taken by torch as a function to decorate, not a mode: None.
     """
-    for arg in call.args:
-        if arg.keyword is None or arg.keyword.value == "mode":
-            value = arg.value
-            if isinstance(value, cst.Name) and value.value == "True":
-                return True
-            return False
-    return True
-
-
-def dotted(expr: cst.BaseExpression) -> Optional[str]:
-    """``a.b.c`` for a chain of names and attributes, else None."""
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        head = dotted(expr.value)
-        return f"{head}.{expr.attr.value}" if head else None
+    argument = kwargs.get("mode", args[0] if args else None)
+    if full in INFERENCE_MODE_NAMES or full == C_INFERENCE_MODE:
+        if argument is None:
+            return None if full == C_INFERENCE_MODE else "inference_mode"
+        is_literal, value = _literal(argument)
+        if not is_literal:
+            return "unknown"
+        if value is True:
+            return "inference_mode"
+        return "inference_off" if value is False else None
+    if full in NO_GRAD_NAMES:
+        return "no_grad"
+    if full in ENABLE_GRAD_NAMES:
+        return "enable_grad"
+    if full in SET_GRAD_ENABLED_NAMES:
+        is_literal, value = _literal(kwargs.get("mode", args[0] if args else None))
+        if is_literal and isinstance(value, bool):
+            return "enable_grad" if value else "no_grad"
+        return "unknown"
     return None
 
 
-def leaf_name(expr: cst.BaseExpression) -> Optional[str]:
-    """The last name of an expression or of what a call calls: ``capture`` for ``self.runner.capture()``."""
-    if isinstance(expr, cst.Call):
-        expr = expr.func
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value
-    return None
+def is_autotune(full: str) -> bool:
+    return full.startswith(AUTOTUNE_PREFIXES) and full.rsplit(".", 1)[-1] in ("autotune", "autotune_v2")
 
 
-def callee_name(call: cst.Call) -> Optional[str]:
-    return leaf_name(call.func)
+def is_kernel_decorator(full: str) -> bool:
+    return full.startswith(KERNEL_DECORATOR_PREFIXES) or (
+        "." in full and full.rsplit(".", 1)[-1] in KERNEL_DECORATOR_LEAVES and "triton" in full)

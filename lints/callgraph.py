@@ -1,0 +1,116 @@
+"""The cross-module call graph, built on demand from the project index.
+
+An edge runs from a function to what it may run: a resolved call (``f()``, ``m.f()``,
+``self.method()``, ``self.x.method()``, ``Cls()`` runs ``__init__``), a function handed on as an
+argument (``run(forward_fn)``, ``functools.partial(self._dummy_run, ...)``), and the functions
+defined inside it (``run_once``). ``loose`` edges also follow ``obj.method()`` on an object of
+unknown class when exactly one project class defines ``method``; they are used only where a
+missed edge would hide a crash (buffer reachability), never to label phases.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from .project import CLASS, FUNC, INSTANCE, LOCAL, Project, fid_of
+from .summary import C_ARGS, C_FUNC, C_KWARGS, C_LINE
+
+_GENERIC_METHODS = frozenset({"forward", "__call__", "__init__", "run", "apply", "get", "update", "step",
+                              "execute", "call", "process", "build", "setup", "init", "reset", "close"})
+
+
+class Edge(NamedTuple):
+    caller: str
+    callee: str
+    call: int  # index of the call in the caller (-1: a nested definition)
+    line: int
+    how: str  # "call" | "argument" | "nested" | "loose"
+
+
+class CallGraph:
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self._targets: dict[tuple[str, int, bool], list[str]] = {}
+        self._edges: dict[tuple[str, bool], list[Edge]] = {}
+
+    def call_targets(self, fid: str, index: int, loose: bool = False) -> list[str]:
+        """Project functions that call ``index`` of ``fid`` runs."""
+        key = (fid, index, loose)
+        if key not in self._targets:
+            self._targets[key] = self._call_targets(fid, index, loose)
+        return self._targets[key]
+
+    def _call_targets(self, fid: str, index: int, loose: bool) -> list[str]:
+        project = self.project
+        call = project.function(fid)["calls"][index]
+        func = call[C_FUNC]
+        if func[0] != "n":
+            return []
+        symbol = project.resolve(fid, func[1])
+        if symbol is None:
+            return []
+        if symbol.kind == FUNC:
+            return [symbol.target]
+        if symbol.kind == CLASS:
+            init = project.method(symbol.target, "__init__")
+            return [init] if init else []
+        if symbol.kind == INSTANCE:
+            call_method = project.method(symbol.target, "__call__") or project.method(symbol.target, "forward")
+            return [call_method] if call_method else []
+        if symbol.kind == LOCAL and "." not in symbol.name:
+            return self._local_callable(symbol.owner, symbol.name)
+        if loose and "." in func[1]:
+            leaf = func[1].rsplit(".", 1)[1]
+            if leaf not in _GENERIC_METHODS and not leaf.startswith("__"):
+                owners = project.methods_named(leaf)
+                if len(owners) == 1:
+                    return owners
+        return []
+
+    def _local_callable(self, fid: str, name: str) -> list[str]:
+        """``fn = self.method`` / ``fn = functools.partial(f, ...)`` then ``fn()``."""
+        found = []
+        for value in self.project.local_values(fid).get(name, []):
+            target = self.function_ref(fid, value)
+            if target:
+                found.append(target)
+        return found
+
+    def function_ref(self, fid: str, value: list) -> Optional[str]:
+        """The project function an expression denotes (not calls), e.g. ``self._dummy_run``."""
+        if value[0] == "n":
+            symbol = self.project.resolve(fid, value[1])
+            if symbol is not None and symbol.kind == FUNC:
+                return symbol.target
+        elif value[0] == "c":
+            call = self.project.function(fid)["calls"][value[1]]
+            func = call[C_FUNC]
+            if func[0] == "n" and func[1].rsplit(".", 1)[-1] == "partial" and call[C_ARGS]:
+                return self.function_ref(fid, call[C_ARGS][0])
+        return None
+
+    def edges(self, fid: str, loose: bool = False) -> list[Edge]:
+        key = (fid, loose)
+        cached = self._edges.get(key)
+        if cached is not None:
+            return cached
+        project = self.project
+        summary, fn = project.functions[fid]
+        out: list[Edge] = []
+        seen: set[str] = set()
+        for index, call in enumerate(fn["calls"]):
+            for target in self.call_targets(fid, index, loose=False):
+                out.append(Edge(fid, target, index, call[C_LINE], "call"))
+            if loose:
+                for target in self.call_targets(fid, index, loose=True):
+                    if all(e.callee != target or e.call != index for e in out):
+                        out.append(Edge(fid, target, index, call[C_LINE], "loose"))
+            for arg in [*call[C_ARGS], *call[C_KWARGS].values()]:
+                if arg[0] == "n" and arg[1] not in seen:
+                    target = self.function_ref(fid, arg)
+                    if target is not None and target != fid:
+                        out.append(Edge(fid, target, index, call[C_LINE], "argument"))
+        for nested in fn["nested"]:
+            target = fid_of(summary["module"], nested)
+            out.append(Edge(fid, target, -1, project.function(target)["line"], "nested"))
+        self._edges[key] = out
+        return out

@@ -1,0 +1,359 @@
+"""Phases from roots: which code runs in warmup/autotune/capture, which serves, which is shared.
+
+Warm roots are functions whose name matches ``path-patterns``, functions of files matching
+``module-globs``, and, whatever their name, functions that enter ``torch.cuda.graph(...)``, call
+``capture_begin()`` or enter FlashInfer's ``autotune(...)``. A ``capture-patterns`` name
+(``*capture*``) is a root only where graph or autotune use confirms it: in the function, in what
+it calls, or in its class, or where its class matches ``class-patterns``. Serving roots are
+``serving-patterns`` names and functions that replay a captured graph. A function's phase is the
+set of root kinds that reach it; warm reach stops at serving roots and serving reach at warm
+roots (serving that lazily runs warmup still runs warmup). Rules fire on warm-only code.
+
+Inference-mode reach follows calls from every inference-mode region (a ``with`` or a decorator),
+stopping at ``inference_mode(False)`` regions; it tells which allocations run under inference
+mode, from which region, by which chain. The serving grad mode is inferred from the modes the
+serving roots set explicitly.
+"""
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+from collections import deque
+from typing import NamedTuple, Optional
+
+from . import names
+from .callgraph import CallGraph
+from .config import Config
+from .project import EXTERNAL, Project
+from .regions import INFERENCE, INFERENCE_OFF, NO_GRAD, Regions
+from .summary import C_FUNC, C_LINE, C_WITH, MODULE_SCOPE, W_LINE, W_PARENT
+
+WARM, SERVING = "warm", "serving"
+
+
+class Root(NamedTuple):
+    kind: str
+    why: str
+
+
+class Reach(NamedTuple):
+    """How a function is reached: from which function, at which line (None for a root)."""
+
+    parent: Optional[str]
+    line: int
+
+
+class Origin(NamedTuple):
+    """An inference-mode region that code runs under."""
+
+    fid: str  # the function holding the region
+    line: int  # where the mode is switched on
+    via: str
+    warm: bool  # the region is on a warm path, or the chain goes through one
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher(patterns: tuple[str, ...]) -> "re.Pattern[str]":
+    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns) or r"(?!)")
+
+
+def match(name: str, patterns: tuple[str, ...]) -> Optional[str]:
+    lowered = name.lower()
+    if not _matcher(tuple(patterns)).match(lowered):
+        return None
+    return next(p for p in patterns if fnmatch.fnmatchcase(lowered, p.lower()))
+
+
+def module_matches(path: str, config: Config) -> Optional[str]:
+    normalized = path.replace("\\", "/")
+    return next((g for g in config.module_globs if fnmatch.fnmatch(normalized, g)
+                 or fnmatch.fnmatch(normalized, f"*/{g}")), None)
+
+
+_SEMANTIC_LEAVES = frozenset({"graph", "capture_begin", "autotune", "autotune_v2", "make_graphed_callables"})
+
+
+class Phases:
+    def __init__(self, project: Project, graph: CallGraph, regions: Regions, config: Config) -> None:
+        self.project = project
+        self.graph = graph
+        self.regions = regions
+        self.config = config
+        self.roots: dict[str, Root] = {}
+        self.serving_roots: dict[str, Root] = {}
+        self._semantic: dict[str, Optional[str]] = {}
+        self._find_roots()
+        self.warm = self._reach(self.roots, self.serving_roots)
+        self.serving = self._reach(self.serving_roots, self.roots)
+        self._inference_reach: Optional[dict[str, tuple[Origin, Reach]]] = None
+
+    # roots ---------------------------------------------------------------------------
+    def semantic_use(self, fid: str) -> Optional[str]:
+        """Why ``fid`` captures a CUDA graph or autotunes, from what it calls (not from its name)."""
+        if fid in self._semantic:
+            return self._semantic[fid]
+        found = None
+        fn = self.project.function(fid)
+        for call in fn["calls"]:
+            func = call[C_FUNC]
+            if func[0] != "n" or func[1].rsplit(".", 1)[-1] not in _SEMANTIC_LEAVES:
+                continue
+            leaf = func[1].rsplit(".", 1)[-1]
+            if leaf == "capture_begin":
+                found = f"calls `{func[1]}()` at line {call[C_LINE]}"
+                break
+            symbol = self.project.resolve(fid, func[1])
+            if symbol is None or symbol.kind != EXTERNAL:
+                continue
+            if symbol.target in names.GRAPH_CAPTURE_NAMES:
+                found = f"captures a CUDA graph (`{func[1]}(...)` at line {call[C_LINE]})"
+                break
+            if names.is_autotune(symbol.target):
+                found = f"enters `{symbol.target}(...)` at line {call[C_LINE]}"
+                break
+        self._semantic[fid] = found
+        return found
+
+    def _replays(self, fn: dict) -> Optional[int]:
+        for call in fn["calls"]:
+            func = call[C_FUNC]
+            if func[0] == "n" and func[1].endswith(".replay") and "graph" in func[1].lower():
+                return call[C_LINE]
+        return None
+
+    def _confirmed(self, fid: str) -> Optional[str]:
+        """Graph or autotune use that confirms a capture-pattern name."""
+        seen = {fid}
+        queue = deque([(fid, 0)])
+        while queue:
+            current, depth = queue.popleft()
+            use = self.semantic_use(current)
+            if use:
+                return use if current == fid else f"{self.project.label(current)} {use}"
+            if depth < 3:
+                for edge in self.graph.edges(current):
+                    if edge.callee not in seen:
+                        seen.add(edge.callee)
+                        queue.append((edge.callee, depth + 1))
+        cid = self.project.class_of(fid)
+        if cid is not None:
+            cls = self.project.classes[cid][1]
+            if (pattern := match(cls["name"], self.config.class_patterns)) is not None:
+                return f"method of `{cls['name']}` (matches `{pattern}`)"
+            for klass in self.project.mro(cid):
+                summary, info = self.project.classes[klass]
+                for method in info["methods"]:
+                    method_fid = f"{summary['module']}:{info['qual']}.{method}"
+                    if method_fid in self.project.functions and (use := self.semantic_use(method_fid)):
+                        return f"its class's `{method}()` {use}"
+        return None
+
+    def _find_roots(self) -> None:
+        config = self.config
+        serving_patterns = tuple(config.serving_patterns)
+        for fid, (summary, fn) in self.project.functions.items():
+            name = fn["name"]
+            if name == MODULE_SCOPE:
+                continue
+            if (glob := module_matches(summary["path"], config)) is not None:
+                self.roots[fid] = Root(WARM, f"module matches `{glob}`")
+                continue
+            if (pattern := match(name, serving_patterns)) is not None:
+                self.serving_roots[fid] = Root(SERVING, f"name `{name}` matches serving pattern `{pattern}`")
+                continue
+            if (line := self._replays(fn)) is not None:
+                self.serving_roots[fid] = Root(SERVING, f"replays a CUDA graph at line {line}")
+                continue
+            if (pattern := match(name, config.path_patterns)) is not None:
+                self.roots[fid] = Root(WARM, f"name `{name}` matches `{pattern}`")
+            elif (use := self.semantic_use(fid)) is not None:
+                self.roots[fid] = Root(WARM, use)
+        for fid, (summary, fn) in self.project.functions.items():
+            if fid in self.roots or fid in self.serving_roots or fn["name"] == MODULE_SCOPE:
+                continue
+            if (pattern := match(fn["name"], config.capture_patterns)) is not None:
+                confirmed = self._confirmed(fid)
+                if confirmed:
+                    self.roots[fid] = Root(WARM, f"name `{fn['name']}` matches `{pattern}` and {confirmed}")
+
+    def _reach(self, roots: dict[str, Root], stops: dict[str, Root]) -> dict[str, Reach]:
+        reach = {fid: Reach(None, 0) for fid in roots}
+        queue = deque(sorted(roots))
+        while queue:
+            fid = queue.popleft()
+            for edge in self.graph.edges(fid):
+                if edge.callee not in reach and edge.callee not in stops:
+                    reach[edge.callee] = Reach(fid, edge.line)
+                    queue.append(edge.callee)
+        return reach
+
+    # phases --------------------------------------------------------------------------
+    def is_warm_only(self, fid: str) -> bool:
+        return fid in self.warm and fid not in self.serving
+
+    def is_warm(self, fid: str) -> bool:
+        return fid in self.warm
+
+    def why_warm(self, fid: str) -> str:
+        """`name matches ...` for a root, else the chain from the root that reaches it."""
+        steps = []
+        current = fid
+        seen = set()
+        while current is not None and current not in seen:
+            seen.add(current)
+            step = self.warm[current]
+            if step.parent is None:
+                root = self.roots[current].why
+                break
+            steps.append(f"{self.project.label(step.parent)} at {self.project.where(step.parent, step.line)}")
+            current = step.parent
+        else:
+            root = "reached from a warm path"
+        if not steps:
+            return root
+        return f"called from {steps[0]}" + (f" (reached from {self.project.label(current)}: {root})"
+                                           if current != fid else "")
+
+    def why_serving(self, fid: str) -> str:
+        steps = []
+        current = fid
+        while current is not None and self.serving[current].parent is not None and len(steps) < 8:
+            step = self.serving[current]
+            steps.append(self.project.label(step.parent))
+            current = step.parent
+        return (f"{self.project.label(current)} ({self.serving_roots[current].why})"
+                if current in self.serving_roots else "")
+
+    def reaches_warm(self, fid: str, depth: int = 4) -> Optional[str]:
+        """A warm root that ``fid`` runs (itself included), following calls a few levels down."""
+        seen = {fid}
+        queue = deque([(fid, 0)])
+        while queue:
+            current, level = queue.popleft()
+            if current in self.warm:
+                return current
+            if level < depth:
+                for edge in self.graph.edges(current):
+                    if edge.callee not in seen and edge.callee not in self.serving_roots:
+                        seen.add(edge.callee)
+                        queue.append((edge.callee, level + 1))
+        return None
+
+    # inference-mode reach -------------------------------------------------------------
+    def inference_regions(self) -> list[tuple[str, int, Origin]]:
+        """(function, with index or -1 for a decorator, origin) of every inference-mode region."""
+        out = []
+        for fid, (_summary, fn) in self.project.functions.items():
+            for index, record in enumerate(fn["withs"]):
+                for modes in self.regions.with_modes(fid, index):
+                    chosen = next((m for m in modes if m.mode == INFERENCE), None)
+                    if chosen is not None:
+                        out.append((fid, index, Origin(fid, record[W_LINE], chosen.via, self.is_warm(fid))))
+                        break
+            if fn["dec"]:
+                for mode, dec in self.regions.decorator_modes(fid):
+                    if mode.mode == INFERENCE:
+                        out.append((fid, -1, Origin(fid, dec[1], f"@{mode.via.strip('`')}", self.is_warm(fid))))
+                        break
+        return out
+
+    def inference_reach(self) -> dict[str, tuple[Origin, Reach]]:
+        """Functions run under inference mode, with the region and the first step that brings them there.
+
+        A warm origin wins over a non-warm one; loose edges count (a missed edge would hide a crash).
+        """
+        if self._inference_reach is not None:
+            return self._inference_reach
+        reach: dict[str, tuple[Origin, Reach]] = {}
+        queue: deque = deque()
+        for fid, index, origin in self.inference_regions():
+            fn = self.project.function(fid)
+            for call_index, call in enumerate(fn["calls"]):
+                if index >= 0 and not self._inside(fn, call[C_WITH], index):
+                    continue
+                if self.regions.inference_state(fid, call[C_WITH]) == (INFERENCE_OFF,) or (
+                        (state := self.regions.inference_state(fid, call[C_WITH])) is not None
+                        and state[0] == INFERENCE_OFF):
+                    continue
+                for target in self.graph.call_targets(fid, call_index, loose=True):
+                    self._offer(reach, queue, target, origin, Reach(fid, call[C_LINE]))
+            if index < 0:
+                for edge in self.graph.edges(fid, loose=True):
+                    if edge.how in ("argument", "nested"):
+                        self._offer(reach, queue, edge.callee, origin, Reach(fid, edge.line))
+        while queue:
+            fid = queue.popleft()
+            origin, _ = reach[fid]
+            fn = self.project.function(fid)
+            for edge in self.graph.edges(fid, loose=True):
+                if edge.call >= 0:
+                    state = self.regions.inference_state(fid, fn["calls"][edge.call][C_WITH])
+                    if state is not None and state[0] == INFERENCE_OFF:
+                        continue
+                warm = origin.warm or self.is_warm(edge.callee)
+                self._offer(reach, queue, edge.callee, origin._replace(warm=warm), Reach(fid, edge.line))
+        self._inference_reach = reach
+        return reach
+
+    @staticmethod
+    def _offer(reach, queue, fid, origin: Origin, step: Reach) -> None:
+        current = reach.get(fid)
+        if current is None or (origin.warm and not current[0].warm):
+            reach[fid] = (origin, step)
+            queue.append(fid)
+
+    @staticmethod
+    def _inside(fn: dict, with_index: int, region: int) -> bool:
+        withs = fn["withs"]
+        while with_index >= 0:
+            if with_index == region:
+                return True
+            with_index = withs[with_index][W_PARENT]
+        return False
+
+    def chain_to(self, fid: str, limit: int = 6) -> list[str]:
+        """`label (path:line)` steps from the inference-mode region down to ``fid``."""
+        reach = self.inference_reach()
+        steps = []
+        current = fid
+        seen = set()
+        while current in reach and current not in seen and len(steps) < limit:
+            seen.add(current)
+            origin, step = reach[current]
+            steps.append(f"{self.project.label(step.parent)} calls {self.project.label(current)} at "
+                         f"{self.project.where(step.parent, step.line)}")
+            if step.parent == origin.fid:
+                break
+            current = step.parent
+        return list(reversed(steps))
+
+    # serving grad mode ----------------------------------------------------------------
+    def infer_serving_mode(self) -> tuple[str, str]:
+        """(mode, evidence): inference_mode when serving roots set it explicitly more often than no_grad."""
+        on: list[str] = []
+        off: list[str] = []
+        for fid in sorted(self.serving_roots):
+            evidence = self._explicit_mode(fid)
+            if evidence is None:
+                continue
+            (on if evidence[0] == INFERENCE else off).append(evidence[1])
+        if on and len(on) > len(off):
+            return INFERENCE, f"{len(on)} serving root(s) run under inference mode, e.g. {on[0]}" + (
+                f" ({len(off)} under no_grad)" if off else "")
+        if off:
+            return NO_GRAD, f"{len(off)} serving root(s) run under no_grad, e.g. {off[0]}" + (
+                f" ({len(on)} under inference mode)" if on else "")
+        return NO_GRAD, "the default: no serving root sets a grad mode the analysis can resolve"
+
+    def _explicit_mode(self, fid: str) -> Optional[tuple[str, str]]:
+        project = self.project
+        for mode, dec in self.regions.decorator_modes(fid):
+            if mode.mode in (INFERENCE, NO_GRAD):
+                return mode.mode, f"{project.label(fid)} decorated {mode.via} at {project.where(fid, dec[1])}"
+        reach = self.inference_reach()
+        if fid in reach and not reach[fid][0].warm:
+            origin = reach[fid][0]
+            return INFERENCE, (f"{project.label(fid)} called under {origin.via} at "
+                               f"{project.where(origin.fid, origin.line)}")
+        return None

@@ -1,0 +1,333 @@
+"""The project index: every module's summary, and what a name means in a given scope.
+
+Resolves ``from a.b import f``, ``import a.b as m; m.f()``, re-exports through ``__init__.py``,
+base classes across modules, ``self.x.method()`` where ``self.x``'s class is known from an
+assignment or an annotation, and names local to a function. Everything is computed on demand
+and memoised: a run pays for the code it follows, not for the whole tree.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator, NamedTuple, Optional
+
+from .summary import (A_TARGET, A_VALUE, C_FUNC, MODULE_SCOPE)
+
+# What a name may denote.
+FUNC, CLASS, MODULE, EXTERNAL, INSTANCE, LOCAL, PARAM, GLOBAL, FIELD = (
+    "func", "class", "module", "external", "instance", "local", "param", "global", "field")
+
+
+class Symbol(NamedTuple):
+    kind: str
+    target: str  # fid / cid / module name / full dotted name
+    name: str = ""  # the local, param, global or field name
+    owner: str = ""  # the function (for locals/params) or class (for fields) it belongs to
+
+
+def fid_of(module: str, qual: str) -> str:
+    return f"{module}:{qual}"
+
+
+class Project:
+    def __init__(self, summaries: Iterable[dict]) -> None:
+        self.modules: dict[str, dict] = {}
+        self.by_path: dict[str, dict] = {}
+        for summary in summaries:
+            self.modules.setdefault(summary["module"], summary)
+            self.by_path[summary["path"]] = summary
+        self.functions: dict[str, tuple[dict, dict]] = {}
+        self.classes: dict[str, tuple[dict, dict]] = {}
+        self._methods_by_name: dict[str, list[str]] = {}
+        for name, summary in self.modules.items():
+            for qual, fn in summary["functions"].items():
+                fid = fid_of(name, qual)
+                self.functions[fid] = (summary, fn)
+                if fn["cls"] is not None:
+                    self._methods_by_name.setdefault(fn["name"], []).append(fid)
+            for qual, cls in summary["classes"].items():
+                self.classes[fid_of(name, qual)] = (summary, cls)
+        self._suffixes: dict[str, list[str]] = {}
+        for name in self.modules:
+            parts = name.split(".")
+            for start in range(1, len(parts)):
+                self._suffixes.setdefault(".".join(parts[start:]), []).append(name)
+        self._tops = {name.split(".", 1)[0] for name in self.modules}
+        self._memo: dict[tuple[str, str], Optional[Symbol]] = {}
+        self._global_memo: dict[str, Optional[Symbol]] = {}
+        self._mro: dict[str, list[str]] = {}
+        self._field_types: dict[str, dict[str, str]] = {}
+        self._local_values: dict[str, dict[str, list]] = {}
+
+    # functions and classes ----------------------------------------------------
+    def function(self, fid: str) -> dict:
+        return self.functions[fid][1]
+
+    def module_of(self, fid: str) -> dict:
+        return self.functions[fid][0]
+
+    def path_of(self, fid: str) -> str:
+        return self.functions[fid][0]["path"]
+
+    def label(self, fid: str) -> str:
+        qual = self.function(fid)["qual"]
+        return "module level" if qual == MODULE_SCOPE else f"`{qual.split('@', 1)[0]}()`"
+
+    def where(self, fid: str, line: int) -> str:
+        return f"{self.path_of(fid)}:{line}"
+
+    def class_of(self, fid: str) -> Optional[str]:
+        """The class a function is a method of, or is nested in a method of."""
+        summary, fn = self.functions[fid]
+        while fn is not None:
+            if fn["cls"] is not None:
+                return fid_of(summary["module"], fn["cls"])
+            fn = summary["functions"].get(fn["parent"]) if fn["parent"] else None
+        return None
+
+    def scope_chain(self, fid: str) -> Iterator[str]:
+        """``fid``, the functions it is nested in, then the module's top level."""
+        summary, fn = self.functions[fid]
+        module = summary["module"]
+        while fn is not None:
+            yield fid_of(module, fn["qual"])
+            fn = summary["functions"].get(fn["parent"]) if fn["parent"] else None
+        if self.function(fid)["qual"] != MODULE_SCOPE:
+            yield fid_of(module, MODULE_SCOPE)
+
+    def mro(self, cid: str) -> list[str]:
+        """The class and its project base classes, depth first (enough for method lookup here)."""
+        if cid in self._mro:
+            return self._mro[cid]
+        self._mro[cid] = [cid]  # guards cycles
+        order = [cid]
+        summary, cls = self.classes[cid]
+        scope = fid_of(summary["module"], cls["scope"]) if cls["scope"] else fid_of(summary["module"], MODULE_SCOPE)
+        for base in cls["bases"]:
+            symbol = self.resolve(scope, base) if scope in self.functions else self.resolve_global(base)
+            if symbol is not None and symbol.kind == CLASS:
+                order.extend(c for c in self.mro(symbol.target) if c not in order)
+        self._mro[cid] = order
+        return order
+
+    def subclasses_of(self, cid: str) -> list[str]:
+        return [other for other in self.classes if other != cid and cid in self.mro(other)]
+
+    def method(self, cid: str, name: str) -> Optional[str]:
+        for klass in self.mro(cid):
+            summary, cls = self.classes[klass]
+            if name in cls["methods"]:
+                qual = f"{cls['qual']}.{name}"
+                return fid_of(summary["module"], qual)
+        return None
+
+    def methods_named(self, name: str) -> list[str]:
+        return self._methods_by_name.get(name, [])
+
+    def field_type(self, cid: str, field: str) -> Optional[str]:
+        """The class of ``self.field``, from ``self.field = Cls(...)``, a typed parameter or an annotation."""
+        for klass in self.mro(cid):
+            types = self._field_types.get(klass)
+            if types is None:
+                types = self._field_types[klass] = self._collect_field_types(klass)
+            if field in types:
+                return types[field]
+        return None
+
+    def _collect_field_types(self, cid: str) -> dict[str, str]:
+        summary, cls = self.classes[cid]
+        types: dict[str, str] = {}
+        module = summary["module"]
+        scope = fid_of(module, MODULE_SCOPE)
+        for field, annotation in cls.get("fields", {}).items():
+            symbol = self.resolve(scope, annotation)
+            if symbol is not None and symbol.kind == CLASS:
+                types[field] = symbol.target
+        for method in cls["methods"]:
+            fid = fid_of(module, f"{cls['qual']}.{method}")
+            if fid not in self.functions:
+                continue
+            fn = self.function(fid)
+            for target, annotation in fn["ann"].items():
+                if target.startswith("self.") and target.count(".") == 1:
+                    symbol = self.resolve(fid, annotation)
+                    if symbol is not None and symbol.kind == CLASS:
+                        types.setdefault(target[5:], symbol.target)
+            for fact in fn["assigns"]:
+                target = fact[A_TARGET]
+                if target[0] != "n" or not target[1].startswith("self.") or target[1].count(".") != 1:
+                    continue
+                cls_id = self.class_of_value(fid, fact[A_VALUE])
+                if cls_id is not None:
+                    types.setdefault(target[1][5:], cls_id)
+        return types
+
+    def class_of_value(self, fid: str, value: list, depth: int = 0) -> Optional[str]:
+        """The project class of the object ``value`` evaluates to, when the code says so."""
+        if depth > 4:
+            return None
+        if value[0] == "c":
+            func = self.function(fid)["calls"][value[1]][C_FUNC]
+            if func[0] == "n":
+                symbol = self.resolve(fid, func[1])
+                if symbol is not None and symbol.kind == CLASS:
+                    return symbol.target
+        elif value[0] == "n":
+            symbol = self.resolve(fid, value[1])
+            if symbol is not None and symbol.kind == INSTANCE:
+                return symbol.target
+        elif value[0] == "b":
+            for operand in value[1]:
+                found = self.class_of_value(fid, operand, depth + 1)
+                if found:
+                    return found
+        return None
+
+    # names ----------------------------------------------------------------------
+    def local_values(self, fid: str) -> dict[str, list]:
+        """name -> the expressions assigned to it in this function (plain names only)."""
+        values = self._local_values.get(fid)
+        if values is None:
+            values = {}
+            fn = self.function(fid)
+            for fact in fn["assigns"]:
+                target = fact[A_TARGET]
+                if target[0] == "n" and "." not in target[1]:
+                    values.setdefault(target[1], []).append(fact[A_VALUE])
+            for name in fn["locals"]:
+                values.setdefault(name, [])
+            self._local_values[fid] = values
+        return values
+
+    def resolve(self, fid: str, dotted: str) -> Optional[Symbol]:
+        """What ``dotted`` means inside function ``fid``."""
+        key = (fid, dotted)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = None  # guards cycles
+        result = self._resolve(fid, dotted)
+        self._memo[key] = result
+        return result
+
+    def _resolve(self, fid: str, dotted: str) -> Optional[Symbol]:
+        head, _, rest = dotted.partition(".")
+        summary, fn = self.functions[fid]
+        module = summary["module"]
+        for scope_fid in self.scope_chain(fid):
+            scope = self.function(scope_fid)
+            is_top = scope["qual"] == MODULE_SCOPE
+            if not is_top and head in ("self", "cls") and scope["params"][:1] == [head] and scope["cls"]:
+                base = Symbol(INSTANCE, fid_of(module, scope["cls"]))
+                return self.member(base, rest) if rest else base
+            if head in scope["imports"]:
+                return self.resolve_global(scope["imports"][head] + (f".{rest}" if rest else ""))
+            nested = f"{scope['qual']}.{head}" if not is_top else head
+            if nested in summary["functions"] and summary["functions"][nested]["parent"] == (
+                    None if is_top else scope["qual"]) and summary["functions"][nested]["cls"] is None:
+                base = Symbol(FUNC, fid_of(module, nested))
+                return self.member(base, rest) if rest else base
+            if is_top and head in summary["classes"]:
+                base = Symbol(CLASS, fid_of(module, head))
+                return self.member(base, rest) if rest else base
+            if head in scope["params"] and not is_top:
+                annotation = scope["ann"].get(head)
+                cls = self.resolve(scope_fid, annotation) if annotation and annotation != head else None
+                base = (Symbol(INSTANCE, cls.target) if cls is not None and cls.kind == CLASS
+                        else Symbol(PARAM, "", head, scope_fid))
+                return self.member(base, rest) if rest else base
+            if head in self.local_values(scope_fid) or head in scope["globals"]:
+                if is_top or head in scope["globals"]:
+                    base = Symbol(GLOBAL, module, head)
+                else:
+                    values = self.local_values(scope_fid)[head]
+                    cls = next((c for v in values if (c := self.class_of_value(scope_fid, v))), None)
+                    base = Symbol(INSTANCE, cls) if cls else Symbol(LOCAL, "", head, scope_fid)
+                return self.member(base, rest) if rest else base
+        for star in summary["star"]:
+            found = self.resolve_global(f"{star}.{dotted}")
+            if found is not None and found.kind != EXTERNAL:
+                return found
+        return Symbol(EXTERNAL, dotted)
+
+    def member(self, base: Symbol, rest: str) -> Optional[Symbol]:
+        """``base.rest`` for a symbol and a dotted attribute chain."""
+        current = base
+        parts = rest.split(".")
+        for index, part in enumerate(parts):
+            remaining = ".".join(parts[index:])
+            if current.kind == MODULE:
+                return self.resolve_global(f"{current.target}.{remaining}")
+            if current.kind == EXTERNAL:
+                return Symbol(EXTERNAL, f"{current.target}.{remaining}")
+            if current.kind == CLASS:
+                method = self.method(current.target, part)
+                current = Symbol(FUNC, method) if method else Symbol(FIELD, current.target, part)
+            elif current.kind == INSTANCE:
+                method = self.method(current.target, part)
+                if method is not None:
+                    current = Symbol(FUNC, method)
+                else:
+                    field_cls = self.field_type(current.target, part)
+                    current = Symbol(INSTANCE, field_cls) if field_cls else Symbol(FIELD, current.target, part)
+            else:  # attributes of functions, params, locals, fields: not followed
+                return Symbol(current.kind, current.target, current.name + "." + remaining, current.owner) \
+                    if current.kind in (PARAM, LOCAL, GLOBAL, FIELD) else None
+        return current
+
+    def resolve_global(self, full: str) -> Optional[Symbol]:
+        """A fully qualified name: a project module, something defined or re-exported in one, or external."""
+        if full in self._global_memo:
+            return self._global_memo[full]
+        self._global_memo[full] = None
+        result = self._resolve_global(full)
+        self._global_memo[full] = result
+        return result
+
+    def _resolve_global(self, full: str) -> Optional[Symbol]:
+        parts = full.split(".")
+        if parts[0] not in self._tops:
+            # src layouts and vendored trees: `pkg.mod` may be known here as `src.pkg.mod`
+            for cut in range(len(parts), 0, -1):
+                matches = self._suffixes.get(".".join(parts[:cut]), [])
+                if len(matches) == 1:
+                    parts = matches[0].split(".") + parts[cut:]
+                    break
+            else:
+                return Symbol(EXTERNAL, full)
+        for cut in range(len(parts), 0, -1):
+            name = ".".join(parts[:cut])
+            summary = self.modules.get(name)
+            if summary is None:
+                continue
+            if cut == len(parts):
+                return Symbol(MODULE, name)
+            return self._module_member(summary, parts[cut], ".".join(parts[cut + 1:]))
+        return Symbol(EXTERNAL, full)
+
+    def _module_member(self, summary: dict, name: str, rest: str) -> Optional[Symbol]:
+        module = summary["module"]
+        top = summary["functions"][MODULE_SCOPE]
+        if name in summary["functions"] and summary["functions"][name]["parent"] is None \
+                and summary["functions"][name]["cls"] is None:
+            base = Symbol(FUNC, fid_of(module, name))
+        elif name in summary["classes"]:
+            base = Symbol(CLASS, fid_of(module, name))
+        elif name in top["imports"]:
+            return self.resolve_global(top["imports"][name] + (f".{rest}" if rest else ""))
+        elif f"{module}.{name}" in self.modules:
+            return self.resolve_global(f"{module}.{name}" + (f".{rest}" if rest else ""))
+        elif name in self.local_values(fid_of(module, MODULE_SCOPE)):
+            values = self.local_values(fid_of(module, MODULE_SCOPE))[name]
+            # `f = other_module.g` re-exports g; `x = Cls()` is an instance
+            for value in values:
+                if value[0] == "n":
+                    target = self.resolve(fid_of(module, MODULE_SCOPE), value[1])
+                    if target is not None and target.kind in (FUNC, CLASS):
+                        return self.member(target, rest) if rest else target
+            cls = next((c for v in values if (c := self.class_of_value(fid_of(module, MODULE_SCOPE), v))), None)
+            base = Symbol(INSTANCE, cls) if cls else Symbol(GLOBAL, module, name)
+        else:
+            for star in summary["star"]:
+                found = self.resolve_global(f"{star}.{name}")
+                if found is not None and found.kind != EXTERNAL:
+                    return self.member(found, rest) if rest else found
+            return Symbol(EXTERNAL, f"{module}.{name}" + (f".{rest}" if rest else ""))
+        return self.member(base, rest) if rest else base

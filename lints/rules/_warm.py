@@ -1,0 +1,20 @@
+"""What the GM1xx rules share: torch's switches written in warm-only code, with why it is warm."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..analysis import ProjectAnalysis, Switch
+
+
+def warm_switches(analysis: ProjectAnalysis, mode: str) -> Iterator[tuple[Switch, str]]:
+    """(switch, why the function is warm) for each enabled ``mode`` switch in warm-only code."""
+    for fid in analysis.warm_functions():
+        switches = [s for s in analysis.switches(fid) if s.mode == mode]
+        if switches:
+            why = analysis.phases.why_warm(fid)
+            for switch in switches:
+                yield switch, why
+
+
+def where(analysis: ProjectAnalysis, fid: str) -> str:
+    return f"in warm path {analysis.project.label(fid)}"

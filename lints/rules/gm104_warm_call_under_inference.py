@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..analysis import ProjectAnalysis
+from ..model import Finding, Fix
+from ..regions import INFERENCE
+from ..rule import CRASH, Rule
+from ..summary import C_COL, C_LINE, C_WITH, I_COL, I_LINE, W_BARE_CALLS, W_COL, W_INNER, W_ITEMS, W_LINE, W_PARENT, \
+    W_STATEMENTS
+
+
+class WarmPathCalledUnderInferenceMode(Rule):
+    CODE = "GM104"
+    NAME = "warm-path-called-under-inference-mode"
+    SUMMARY = "a warmup / autotune / capture function called from inside an inference-mode block"
+    RATIONALE = ("The callee is clean, but its caller switches inference mode on around it: the same crash. "
+                 "Reported at each warm call, in any module; the block is fixed at the caller, never by "
+                 "rewriting a helper that serving shares.")
+    FIX = ("Remove the inference_mode wrapper: safe when the block holds nothing but warm calls, otherwise an "
+           "unsafe fix (`--unsafe-fixes`); a decorator becomes `@torch.no_grad()` (unsafe). No fix in code "
+           "that serving shares.")
+    TORCH_NAMES = ("torch.inference_mode",)
+    INVALID = (
+        "import torch\n"
+        "class CudaGraphRunner:\n"
+        "    def capture(self):\n"
+        "        with torch.cuda.graph(self.graph):\n"
+        "            self.model()\n"
+        "def main(runner: CudaGraphRunner):\n"
+        "    with torch.inference_mode():\n"
+        "        runner.capture()  # expect: GM104:9\n",
+        "import torch\n"
+        "@torch.inference_mode()\n"
+        "def start(engine):\n"
+        "    engine.load()\n"
+        "    kernel_warmup(engine)  # expect: GM104:5\n"
+        "def kernel_warmup(engine):\n"
+        "    engine.model()\n",
+        {"engine/warm.py":
+            "def _compile_moe_units(model):\n"
+            "    model.moe()\n"
+            "def warmup(model):\n"
+            "    _compile_moe_units(model)\n",
+         "engine/server.py":
+            "import torch\n"
+            "from engine import warm\n"
+            "def launch(model):\n"
+            "    with torch.inference_mode():\n"
+            "        warm.warmup(model)  # expect: GM104:9\n"},
+    )
+    VALID = (
+        "import torch\n"
+        "def main(runner):\n"
+        "    with torch.no_grad():\n"
+        "        runner.warmup()\n",
+        "import torch\n"
+        "def main(model, x):\n"
+        "    with torch.inference_mode():\n"
+        "        return model(x)\n",
+    )
+
+    def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
+        if analysis.serving.mode == INFERENCE:
+            return
+        project, phases = analysis.project, analysis.phases
+        for fid, with_index, origin in phases.inference_regions():
+            if phases.is_warm_only(fid):
+                continue  # GM101/GM102 report the switch itself
+            fn = project.function(fid)
+            shared = fid in phases.warm or fid in phases.serving
+            warm_calls: dict[int, str] = {}
+            for index, call in enumerate(fn["calls"]):
+                if with_index >= 0 and not phases._inside(fn, call[C_WITH], with_index):
+                    continue
+                state = analysis.regions.inference_state(fid, call[C_WITH])
+                if state is None or state[0] != INFERENCE:
+                    continue
+                for target in analysis.graph.call_targets(fid, index):
+                    warm = phases.reaches_warm(target)
+                    if warm is not None:
+                        warm_calls[index] = warm
+                        break
+            if not warm_calls:
+                continue
+            fixes: tuple[Fix, ...] = ()
+            if not shared:
+                if with_index >= 0:
+                    fixes = (self._with_fix(analysis, fid, with_index, set(warm_calls)),)
+                else:
+                    fixes = (Fix("decorator_no_grad", (origin.line, _decorator_col(fn, origin.line)), False),)
+            for index, warm in sorted(warm_calls.items()):
+                call = fn["calls"][index]
+                callee = project.label(warm)
+                why = phases.why_warm(warm)
+                note = f"{callee} is a warm path ({why})"
+                yield self.finding(analysis, fid, call[C_LINE], call[C_COL],
+                                   f"warm path {callee} called under {origin.via} (line {origin.line}): {CRASH}",
+                                   (note,) + (("the caller is shared with serving: fix it there by hand",)
+                                              if shared else ()), fixes)
+
+    def _with_fix(self, analysis: ProjectAnalysis, fid: str, with_index: int, warm_calls: set[int]) -> Fix:
+        fn = analysis.project.function(fid)
+        record = fn["withs"][with_index]
+        items = [i for i, modes in enumerate(analysis.regions.with_modes(fid, with_index))
+                 if any(m.mode == INFERENCE and m.direct for m in modes)]
+        safe = bool(items) and _only_warm(fn, with_index, warm_calls) and not any(
+            record[W_ITEMS][i][3] for i in items)
+        positions = tuple((record[W_ITEMS][i][I_LINE], record[W_ITEMS][i][I_COL]) for i in items)
+        action = "unwrap_with" if len(items) == len(record[W_ITEMS]) else "drop_with_item"
+        return Fix(action, (record[W_LINE], record[W_COL]), safe, positions)
+
+
+def _only_warm(fn: dict, with_index: int, warm_calls: set[int]) -> bool:
+    """Every statement of the block is a bare warm call, or a with holding only such calls."""
+    record = fn["withs"][with_index]
+    bare = record[W_BARE_CALLS]
+    inner = record[W_INNER]
+    if len(bare) + len(inner) != record[W_STATEMENTS] or not all(c in warm_calls for c in bare):
+        return False
+    return all(_only_warm(fn, w, warm_calls) for w in inner if fn["withs"][w][W_PARENT] == with_index)
+
+
+def _decorator_col(fn: dict, line: int) -> int:
+    return next((dec[2] for dec in fn["dec"] if dec[1] == line), 0)

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..analysis import ProjectAnalysis
+from ..model import Finding
+from ..rule import Rule
+from ._buffers import lazy_buffers
+
+
+class LazyBufferMutatedInPlace(Rule):
+    CODE = "GM201"
+    NAME = "lazy-buffer-mutated-in-place"
+    SUMMARY = "(opt-in) a lazily allocated reusable buffer that is updated in place elsewhere"
+    RATIONALE = ("Whatever grad mode runs the first call decides for good whether the buffer is an inference "
+                 "tensor. If warmup may allocate it under inference mode, its in-place updates crash outside "
+                 "inference mode. Opt-in: a design smell, not a crash by itself (GM202 is the crash).")
+    DEFAULT_ENABLED = False
+    TORCH_NAMES = ("torch.empty", "torch.zeros", "torch.full", "Tensor.new_empty")
+    INVALID = (
+        "import torch\n"
+        "class MoE:\n"
+        "    def forward(self, x):\n"
+        "        if self._out is None or self._out.shape[0] < x.shape[0]:\n"
+        "            self._out = torch.empty_like(x)  # expect: GM201:13\n"
+        "        self._out[: x.shape[0]].zero_()\n"
+        "        return self._out\n",
+    )
+    VALID = (
+        "import torch\n"
+        "class MoE:\n"
+        "    def __init__(self, n):\n"
+        "        self._out = torch.empty(n)\n"
+        "    def forward(self, x):\n"
+        "        self._out.zero_()\n",
+        "import torch\n"
+        "class MoE:\n"
+        "    def forward(self, x):\n"
+        "        if self._out is None:\n"
+        "            self._out = torch.empty_like(x)\n"
+        "            self._out.zero_()\n"
+        "        return self._out\n",
+    )
+
+    def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
+        for alloc, mutations in lazy_buffers(analysis):
+            first = mutations[0]
+            yield self.finding(analysis, alloc.fid, alloc.line, alloc.col,
+                               f"`{alloc.key.text()}` is lazily allocated ({alloc.why_lazy}) and updated in place "
+                               f"({first.how} at {analysis.project.where(first.fid, first.line)})")

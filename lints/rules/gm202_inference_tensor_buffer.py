@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..analysis import ProjectAnalysis
+from ..model import Finding
+from ..regions import INFERENCE, INFERENCE_OFF
+from ..rule import Rule
+from ._buffers import lazy_buffers
+
+_ERROR = "'Inplace update to inference tensor outside InferenceMode is not allowed'"
+
+
+class LazyBufferBecomesInferenceTensor(Rule):
+    CODE = "GM202"
+    NAME = "lazy-buffer-becomes-inference-tensor"
+    SEVERITY = "error"
+    SUMMARY = "a lazily allocated buffer first allocated under inference mode on a warm path, updated in place " \
+              "elsewhere: the crash"
+    RATIONALE = ("The buffer is allocated the first time warmup/autotune/capture runs, under inference mode, so it "
+                 "is an inference tensor for good; its in-place update during serving or capture, outside "
+                 f"inference mode, raises {_ERROR}. The finding names the allocation, the inference-mode region "
+                 "and the update, with the call chain. Not reported: an allocation under "
+                 "`torch.inference_mode(False)`, a buffer written only by kernels (Triton, CUDA, JIT write through "
+                 "pointers), and an update in the same call as the allocation.")
+    FIX = "fix the GM1xx finding on the warm path (the codemod does), or allocate under torch.inference_mode(False)"
+    TORCH_NAMES = ("torch.empty", "torch.zeros", "torch.inference_mode")
+    INVALID = (
+        "import contextlib, torch\n"
+        "class MoE:\n"
+        "    def forward(self, x):\n"
+        "        if self._out is None or self._out.shape[0] < x.shape[0]:\n"
+        "            self._out = torch.empty_like(x)  # expect: GM202:13\n"
+        "        self._out[: x.shape[0]].fill_(-1)\n"
+        "        return self._out\n"
+        "class Runner:\n"
+        "    def __init__(self):\n"
+        "        self.moe = MoE()\n"
+        "    def warmup(self, x):\n"
+        "        with torch.inference_mode():  # expect: GM101:14\n"
+        "            self.moe.forward(x)\n",
+        {"engine/pool.py":
+            "import torch\n"
+            "_WORKSPACES = {}\n"
+            "def get_topk_buffer(n, device):\n"
+            "    buf = _WORKSPACES.get(device)\n"
+            "    if buf is None or buf.numel() < n:\n"
+            "        buf = torch.empty(n, dtype=torch.int32, device=device)  # expect: GM202:9\n"
+            "        _WORKSPACES[device] = buf\n"
+            "    return buf\n",
+         "engine/moe.py":
+            "from engine.pool import get_topk_buffer\n"
+            "def route(x, n, prev_n):\n"
+            "    topk_idx_out = get_topk_buffer(prev_n, x.device)\n"
+            "    topk_idx_out[n:prev_n].fill_(-1)\n"
+            "    return topk_idx_out\n",
+         "engine/warm.py":
+            "import torch\n"
+            "from engine import moe\n"
+            "def autotune(x):\n"
+            "    with torch.inference_mode():  # expect: GM101:10\n"
+            "        moe.route(x, 4, 8)\n"},
+        {"engine/workspace.py":
+            "import dataclasses, torch\n"
+            "@dataclasses.dataclass\n"
+            "class Workspace:\n"
+            "    topk_idx: torch.Tensor\n"
+            "class Pool:\n"
+            "    def get(self, n):\n"
+            "        if self._topk is None:\n"
+            "            self._topk = torch.empty(n)  # expect: GM202:13\n"
+            "        return Workspace(topk_idx=self._topk)\n",
+         "engine/layer.py":
+            "from engine.workspace import Pool\n"
+            "class Layer:\n"
+            "    def __init__(self):\n"
+            "        self.pool = Pool()\n"
+            "    def forward(self, x, n, prev_n):\n"
+            "        ws = self.pool.get(prev_n)\n"
+            "        ws.topk_idx[n:prev_n].fill_(-1)\n",
+         "engine/runner.py":
+            "import torch\n"
+            "from engine.layer import Layer\n"
+            "class Runner:\n"
+            "    def __init__(self):\n"
+            "        self.layer = Layer()\n"
+            "    @torch.inference_mode()  # expect: GM102:6\n"
+            "    def warmup(self, x):\n"
+            "        self.layer.forward(x, 4, 8)\n"},
+    )
+    VALID = (
+        # the known workaround: allocate outside inference mode
+        "import torch\n"
+        "class MoE:\n"
+        "    def forward(self, x):\n"
+        "        if self._out is None:\n"
+        "            with torch.inference_mode(False):\n"
+        "                self._out = torch.empty_like(x)\n"
+        "        self._out.zero_()\n"
+        "class Runner:\n"
+        "    def __init__(self):\n"
+        "        self.moe = MoE()\n"
+        "    def warmup(self, x):\n"
+        "        with torch.no_grad():\n"
+        "            self.moe.forward(x)\n",
+        # written only by a Triton kernel (through pointers): no in-place torch op, no crash
+        "import torch, triton\n"
+        "@triton.jit\n"
+        "def _fill(out_ptr, n):\n"
+        "    out_ptr += n\n"
+        "class MoE:\n"
+        "    def forward(self, x):\n"
+        "        if self._out is None:\n"
+        "            self._out = torch.empty_like(x)\n"
+        "        _fill[(1,)](self._out, 4)\n"
+        "        _fill(self._out, 4)\n"
+        "class Runner:\n"
+        "    def __init__(self):\n"
+        "        self.moe = MoE()\n"
+        "    def warmup(self, x):\n"
+        "        with torch.no_grad():\n"
+        "            self.moe.forward(x)\n",
+    )
+
+    def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
+        if analysis.serving.mode == INFERENCE:
+            return
+        project, phases, regions = analysis.project, analysis.phases, analysis.regions
+        reach = None
+        for alloc, mutations in lazy_buffers(analysis):
+            local = regions.inference_state(alloc.fid, alloc.with_index)
+            if local is not None and local[0] == INFERENCE_OFF:
+                continue
+            if local is not None and local[0] == INFERENCE and phases.is_warm(alloc.fid):
+                region = f"{local[1].via} in {project.label(alloc.fid)} at {project.where(alloc.fid, alloc.line)}"
+                chain: list[str] = []
+            else:
+                reach = reach if reach is not None else phases.inference_reach()
+                entry = reach.get(alloc.fid)
+                if entry is None or not entry[0].warm:
+                    continue
+                origin = entry[0]
+                region = f"{origin.via} in {project.label(origin.fid)} at {project.where(origin.fid, origin.line)}"
+                chain = phases.chain_to(alloc.fid)
+            outside = [m for m in mutations if (s := regions.inference_state(m.fid, m.with_index)) is None
+                       or s[0] != INFERENCE]
+            if not outside:
+                continue
+            first = outside[0]
+            update = f"{first.how} in {project.label(first.fid)} at {project.where(first.fid, first.line)}"
+            notes = (f"allocated: {alloc.why_lazy}, {project.where(alloc.fid, alloc.line)}",
+                     f"inference mode: {region}", *(f"  {step}" for step in chain),
+                     f"updated in place: {update}")
+            yield self.finding(analysis, alloc.fid, alloc.line, alloc.col,
+                               f"`{alloc.key.text()}` becomes an inference tensor (first allocated under inference "
+                               f"mode on a warm path); its in-place update raises {_ERROR}", notes)

@@ -1,0 +1,471 @@
+"""What one module says, as plain JSON data: no syntax nodes, so it can be cached and shared.
+
+A summary is built from CPython's ``ast`` in one walk (about ten times faster than libcst);
+rules and the project analysis read only summaries, and libcst is used only to rewrite the
+files that have fixes. Every position is ``(line, column)`` with 1-based lines and 0-based
+columns counted in characters, as libcst and flake8 count them.
+
+Expressions are kept in a small tagged form, enough to follow names, calls and context objects:
+
+    ["n", "a.b.c"]           a dotted name (``getattr(torch, "inference_mode")`` is ``torch.inference_mode``)
+    ["c", i]                 the result of call ``i`` of the same function (see ``calls``)
+    ["b", [e, ...]]          ``e or ...`` / ``e and ...``
+    ["i", body, orelse]      ``body if test else orelse``
+    ["k", value]             a constant (bool, None, int, float, str)
+    ["l", body]              ``lambda: body``
+    ["s", e]                 ``e[...]`` (the indexed value)
+    ["a", e, "attr"]         ``e.attr`` where ``e`` is not a dotted name (``f().attr``)
+    ["?"]                    anything else
+"""
+from __future__ import annotations
+
+import ast
+import os
+import warnings
+from typing import Any, Optional
+
+SCHEMA = 3
+MODULE_SCOPE = "<module>"
+_UNKNOWN = ["?"]
+
+# Records are positional lists (summaries of a large tree are tens of MB of JSON).
+# call:      [func, args, kwargs, line, col, with, guard]
+C_FUNC, C_ARGS, C_KWARGS, C_LINE, C_COL, C_WITH, C_GUARD = range(7)
+# assign:    [target, value, op, line, col, with, guard]   (op: None, "with", or an AugAssign operator)
+A_TARGET, A_VALUE, A_OP, A_LINE, A_COL, A_WITH, A_GUARD = range(7)
+# return:    [value, line, col, with, is_yield]
+R_VALUE, R_LINE, R_COL, R_WITH, R_YIELD = range(5)
+# with:      [line, col, items, parent, is_enter_context, end_line, statements, bare_calls, inner_withs]
+#            (statements of the body; calls that are whole statements of it; withs that are statements of it)
+W_LINE, W_COL, W_ITEMS, W_PARENT, W_ENTER, W_END, W_STATEMENTS, W_BARE_CALLS, W_INNER = range(9)
+# item:      [expr, line, col, has_as]
+I_EXPR, I_LINE, I_COL, I_AS = range(4)
+# guard (an if-branch): [names in the test, parent, in_orelse, line]
+G_NAMES, G_PARENT, G_ORELSE, G_LINE = range(4)
+# decorator: [expr, line, col]
+D_EXPR, D_LINE, D_COL = range(3)
+
+
+def import_root(project_root: str) -> str:
+    """The folder imports are relative to: above the project root while it is itself a package."""
+    root = os.path.abspath(project_root)
+    while os.path.isfile(os.path.join(root, "__init__.py")):
+        parent = os.path.dirname(root)
+        if parent == root:
+            break
+        root = parent
+    return root
+
+
+def module_name_for(path: str, root: str) -> tuple[str, bool]:
+    """Dotted module name of ``path`` relative to the import root ``root``, and whether it is a package.
+
+    Folders without ``__init__.py`` count as namespace packages, as Python treats them.
+    """
+    relative = os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
+    if relative.startswith("../"):
+        relative = os.path.basename(path)
+    parts = relative[:-3].split("/") if relative.endswith(".py") else relative.split("/")
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]) or "__init__", True
+    return ".".join(parts), False
+
+
+class _Scope:
+    """The facts of one function (or of the module's top level) as they are collected."""
+
+    __slots__ = ("data", "withs", "guards", "qual")
+
+    def __init__(self, data: dict, qual: str) -> None:
+        self.data = data
+        self.qual = qual
+        self.withs: list[int] = []  # indices of the enclosing with-statements, innermost last
+        self.guards: list[int] = []  # indices of the enclosing if-branches, innermost last
+
+
+def _new_function(name: str, qual: str, line: int, col: int, cls: Optional[str], parent: Optional[str]) -> dict:
+    return {"name": name, "qual": qual, "line": line, "col": col, "cls": cls, "parent": parent,
+            "params": [], "ann": {}, "defaults": {}, "dec": [], "calls": [], "withs": [], "rets": [],
+            "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [], "async": False}
+
+
+class _Summarizer:
+    def __init__(self, text: str, module: str, is_package: bool) -> None:
+        self.module = module
+        self.is_package = is_package
+        self._ascii = text.isascii()
+        self._lines: Optional[list[str]] = None if self._ascii else text.splitlines()
+        self.functions: dict[str, dict] = {}
+        self.classes: dict[str, dict] = {}
+        self.star_imports: list[str] = []
+
+    # positions -----------------------------------------------------------------
+    def pos(self, node: ast.AST) -> tuple[int, int]:
+        line, col = node.lineno, node.col_offset
+        if not self._ascii and 0 < line <= len(self._lines):
+            text = self._lines[line - 1]
+            if not text.isascii():
+                col = len(text.encode("utf-8")[:col].decode("utf-8", "replace"))
+        return line, col
+
+    # imports -------------------------------------------------------------------
+    def _absolute(self, node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        parts = self.module.split(".")
+        base = parts if self.is_package else parts[:-1]
+        if node.level > 1:
+            base = base[: len(base) - (node.level - 1)]
+        return ".".join([*base, *( [node.module] if node.module else [])])
+
+    def _import(self, node: ast.AST, scope: _Scope) -> None:
+        table = scope.data["imports"]
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    table[alias.asname] = alias.name
+                else:
+                    head = alias.name.split(".", 1)[0]
+                    table[head] = head
+        else:
+            source = self._absolute(node)
+            for alias in node.names:
+                if alias.name == "*":
+                    if scope.qual == MODULE_SCOPE:
+                        self.star_imports.append(source)
+                    continue
+                table[alias.asname or alias.name] = f"{source}.{alias.name}" if source else alias.name
+
+    # expressions ---------------------------------------------------------------
+    def expr(self, node: Optional[ast.AST], scope: _Scope) -> list:
+        """The tagged form of ``node``; records every call it holds in ``scope``."""
+        if node is None:
+            return ["k", None]
+        kind = type(node)
+        if kind is ast.Name:
+            return ["n", node.id]
+        if kind is ast.Attribute:
+            base = self.expr(node.value, scope)
+            if base[0] == "n":
+                return ["n", f"{base[1]}.{node.attr}"]
+            return ["a", base, node.attr]
+        if kind is ast.Call:
+            index = self.call(node, scope)
+            return index if isinstance(index, list) else ["c", index]
+        if kind is ast.Yield or kind is ast.YieldFrom:
+            self._return(node.value, node, scope, True)
+            return _UNKNOWN
+        if kind is ast.Constant:
+            value = node.value
+            return ["k", value if isinstance(value, (bool, int, float, str)) or value is None else None]
+        if kind is ast.BoolOp:
+            return ["b", [self.expr(v, scope) for v in node.values]]
+        if kind is ast.IfExp:
+            self.walk_expr(node.test, scope)
+            return ["i", self.expr(node.body, scope), self.expr(node.orelse, scope)]
+        if kind is ast.Subscript:
+            self.walk_expr(node.slice, scope)
+            return ["s", self.expr(node.value, scope)]
+        if kind is ast.Lambda:
+            return ["l", self.expr(node.body, scope)]
+        if kind is ast.NamedExpr:
+            value = self.expr(node.value, scope)
+            self._assign(node.target, value, None, node, scope)
+            return value
+        if kind is ast.Await:
+            return self.expr(node.value, scope)
+        self.walk_expr(node, scope)
+        return _UNKNOWN
+
+    def walk_expr(self, node: ast.AST, scope: _Scope) -> None:
+        """Record the calls inside ``node`` (an expression we do not model), iteratively."""
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            kind = type(current)
+            if kind in (ast.Call, ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom):
+                self.expr(current, scope)
+                continue
+            if kind in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
+                for gen in current.generators:
+                    if isinstance(gen.target, ast.Name):
+                        scope.data["assigns"].append(self._fact(["n", gen.target.id], self.expr(gen.iter, scope),
+                                                                None, gen.target, scope))
+            stack.extend(ast.iter_child_nodes(current))
+
+    def call(self, node: ast.Call, scope: _Scope):
+        func = node.func
+        # getattr(x, "name") is x.name; with a default it is `x.name or default`
+        if (isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) in (2, 3)
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+                and not node.keywords):
+            base = self.expr(node.args[0], scope)
+            if base[0] == "n":
+                named = ["n", f"{base[1]}.{node.args[1].value}"]
+                return named if len(node.args) == 2 else ["b", [named, self.expr(node.args[2], scope)]]
+        f = self.expr(func, scope)
+        args = []
+        for arg in node.args:
+            if isinstance(arg, ast.Starred):
+                self.walk_expr(arg.value, scope)
+                args.append(_UNKNOWN)
+            else:
+                args.append(self.expr(arg, scope))
+        kwargs = {}
+        for kw in node.keywords:
+            value = self.expr(kw.value, scope)
+            if kw.arg is not None:
+                kwargs[kw.arg] = value
+        line, col = self.pos(node)
+        calls = scope.data["calls"]
+        calls.append([f, args, kwargs, line, col, scope.withs[-1] if scope.withs else -1,
+                      scope.guards[-1] if scope.guards else -1])
+        return len(calls) - 1
+
+    # statements ----------------------------------------------------------------
+    def _fact(self, target: list, value: list, op: Optional[str], node: ast.AST, scope: _Scope) -> list:
+        line, col = self.pos(node)
+        return [target, value, op, line, col, scope.withs[-1] if scope.withs else -1,
+                scope.guards[-1] if scope.guards else -1]
+
+    def _assign(self, target: ast.AST, value: list, op: Optional[str], node: ast.AST, scope: _Scope) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._assign(element.value if isinstance(element, ast.Starred) else element, _UNKNOWN, op, node,
+                             scope)
+            return
+        target_expr = self.expr(target, scope)
+        if target_expr[0] == "n" and "." not in target_expr[1] and value[0] == "k" and op is None:
+            scope.data["locals"].append(target_expr[1])  # `x = 0` only shadows names
+            return
+        scope.data["assigns"].append(self._fact(target_expr, value, op, node, scope))
+
+    def _guard(self, test: ast.AST, scope: _Scope, orelse: bool) -> int:
+        names: set[str] = set()
+        for sub in ast.walk(test):
+            if isinstance(sub, (ast.Name, ast.Attribute)):
+                dotted = _dotted(sub)
+                if dotted:
+                    names.add(dotted)
+            elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and len(sub.value) < 80:
+                names.add(f"'{sub.value}'")
+        guards = scope.data["guards"]
+        guards.append([sorted(names), scope.guards[-1] if scope.guards else -1, orelse, test.lineno])
+        return len(guards) - 1
+
+    def body(self, statements: list[ast.stmt], scope: _Scope, record: Optional[list] = None) -> None:
+        """Walk a block; ``record`` (a with-statement) learns which of its statements are bare calls or withs."""
+        pushed = 0
+        calls = scope.data["calls"]
+        for stmt in statements:
+            before = len(scope.data["withs"])
+            calls_before = len(calls)
+            self.statement(stmt, scope)
+            if record is not None:
+                value = stmt.value if isinstance(stmt, ast.Expr) else None
+                if isinstance(value, ast.Await):
+                    value = value.value
+                if isinstance(value, ast.Call) and len(calls) > calls_before:
+                    record[W_BARE_CALLS].append(len(calls) - 1)
+                elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                    record[W_INNER].append(before)
+            # `stack.enter_context(ctx)`: ctx is active until the end of this block
+            if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                    and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "enter_context"
+                    and len(stmt.value.args) == 1):
+                call = scope.data["calls"][-1] if scope.data["calls"] else None
+                line, col = self.pos(stmt.value.args[0])
+                withs = scope.data["withs"]
+                withs.append([line, col, [[call[C_ARGS][0] if call else _UNKNOWN, line, col, False]],
+                              scope.withs[-1] if scope.withs else -1, True, stmt.end_lineno, 0, [], []])
+                scope.withs.append(len(withs) - 1)
+                pushed += 1
+        if pushed:
+            last = statements[-1].end_lineno if statements else 0
+            for index in scope.withs[-pushed:]:
+                scope.data["withs"][index][W_END] = last
+            del scope.withs[-pushed:]
+
+    def statement(self, stmt: ast.stmt, scope: _Scope) -> None:
+        kind = type(stmt)
+        if kind is ast.Expr:
+            self.expr(stmt.value, scope)
+        elif kind is ast.Assign:
+            value = self.expr(stmt.value, scope)
+            for target in stmt.targets:
+                self._assign(target, value, None, stmt, scope)
+        elif kind is ast.AnnAssign:
+            value = self.expr(stmt.value, scope) if stmt.value is not None else None
+            if isinstance(stmt.target, (ast.Name, ast.Attribute)):
+                annotation = _dotted(stmt.annotation) or _string_annotation(stmt.annotation)
+                target = _dotted(stmt.target)
+                if annotation and target:
+                    scope.data["ann"][target] = annotation
+            if value is not None:
+                self._assign(stmt.target, value, None, stmt, scope)
+        elif kind is ast.AugAssign:
+            value = self.expr(stmt.value, scope)
+            scope.data["assigns"].append(self._fact(self.expr(stmt.target, scope), value,
+                                                    type(stmt.op).__name__, stmt, scope))
+        elif kind is ast.Return:
+            self._return(stmt.value, stmt, scope, False)
+        elif kind is ast.If:
+            self.walk_expr(stmt.test, scope)
+            scope.guards.append(self._guard(stmt.test, scope, False))
+            self.body(stmt.body, scope)
+            scope.guards.pop()
+            if stmt.orelse:
+                scope.guards.append(self._guard(stmt.test, scope, True))
+                self.body(stmt.orelse, scope)
+                scope.guards.pop()
+        elif kind is ast.With or kind is ast.AsyncWith:
+            items = []
+            for item in stmt.items:
+                value = self.expr(item.context_expr, scope)
+                line, col = self.pos(item.context_expr)
+                items.append([value, line, col, item.optional_vars is not None])
+                if isinstance(item.optional_vars, ast.Name):
+                    scope.data["assigns"].append(self._fact(["n", item.optional_vars.id], ["?"], "with",
+                                                            item.optional_vars, scope))
+            line, col = self.pos(stmt)
+            withs = scope.data["withs"]
+            record = [line, col, items, scope.withs[-1] if scope.withs else -1, False, stmt.end_lineno,
+                      len(stmt.body), [], []]
+            withs.append(record)
+            scope.withs.append(len(withs) - 1)
+            self.body(stmt.body, scope, record)
+            scope.withs.pop()
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            self.function(stmt, scope, None)
+        elif kind is ast.ClassDef:
+            self.klass(stmt, scope)
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            self._import(stmt, scope)
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            scope.data["globals"].extend(stmt.names)
+        elif kind in (ast.For, ast.AsyncFor):
+            iterable = self.expr(stmt.iter, scope)
+            self._assign(stmt.target, ["s", iterable] if isinstance(stmt.target, ast.Name) else _UNKNOWN, None,
+                         stmt, scope)
+            self.body(stmt.body, scope)
+            self.body(stmt.orelse, scope)
+        elif kind is ast.While:
+            self.walk_expr(stmt.test, scope)
+            self.body(stmt.body, scope)
+            self.body(stmt.orelse, scope)
+        elif kind is ast.Try or kind is getattr(ast, "TryStar", None):
+            self.body(stmt.body, scope)
+            for handler in stmt.handlers:
+                self.body(handler.body, scope)
+            self.body(stmt.orelse, scope)
+            self.body(stmt.finalbody, scope)
+        elif kind is getattr(ast, "Match", None):
+            self.walk_expr(stmt.subject, scope)
+            for case in stmt.cases:
+                self.body(case.body, scope)
+        else:  # raise, assert, del, pass, ...
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.expr):
+                    self.walk_expr(child, scope)
+
+    def _return(self, value: Optional[ast.AST], node: ast.AST, scope: _Scope, is_yield: bool) -> None:
+        line, col = self.pos(node)
+        scope.data["rets"].append([self.expr(value, scope) if value is not None else ["k", None],
+                                   line, col, scope.withs[-1] if scope.withs else -1, is_yield])
+
+    # definitions ---------------------------------------------------------------
+    def function(self, node: ast.AST, outer: _Scope, cls: Optional[str]) -> None:
+        parent = None if outer.qual == MODULE_SCOPE or cls is not None else outer.qual
+        prefix = cls or parent
+        qual = f"{prefix}.{node.name}" if prefix else node.name
+        if qual in self.functions:  # a redefinition (property setters, overloads): keep both, the last wins calls
+            qual = f"{qual}@{node.lineno}"
+        line, col = self.pos(node)
+        data = _new_function(node.name, qual, line, col, cls, parent)
+        data["async"] = isinstance(node, ast.AsyncFunctionDef)
+        scope = _Scope(data, qual)
+        for dec in node.decorator_list:
+            dline, dcol = self.pos(dec)
+            data["dec"].append([self.expr(dec, scope), dline, dcol])
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        for arg in [*positional, *([args.vararg] if args.vararg else []), *args.kwonlyargs,
+                    *([args.kwarg] if args.kwarg else [])]:
+            data["params"].append(arg.arg)
+            annotation = arg.annotation
+            if annotation is not None:
+                dotted = _dotted(annotation) or _string_annotation(annotation)
+                if dotted:
+                    data["ann"][arg.arg] = dotted
+        for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+            data["defaults"][arg.arg] = self.expr(default, outer)
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+            if default is not None:
+                data["defaults"][arg.arg] = self.expr(default, outer)
+        self.functions[qual] = data
+        if parent is not None:
+            outer.data["nested"].append(qual)
+        self.body(node.body, scope)
+
+    def klass(self, node: ast.ClassDef, outer: _Scope) -> None:
+        prefix = None if outer.qual == MODULE_SCOPE else outer.qual
+        qual = f"{prefix}.{node.name}" if prefix else node.name
+        line, col = self.pos(node)
+        bases = [b for b in (_dotted(base) for base in node.bases) if b]
+        methods: list[str] = []
+        self.classes[qual] = {"name": node.name, "qual": qual, "line": line, "bases": bases, "methods": methods,
+                              "scope": outer.qual}
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.function(stmt, outer, qual)
+                methods.append(stmt.name)
+            elif isinstance(stmt, ast.ClassDef):
+                self.klass(stmt, outer)
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                annotation = _dotted(stmt.annotation) or _string_annotation(stmt.annotation)
+                if annotation:
+                    self.classes[qual].setdefault("fields", {})[stmt.target.id] = annotation
+            else:  # class attributes are not module names: only the calls they make count
+                for child in ast.iter_child_nodes(stmt):
+                    if isinstance(child, ast.expr):
+                        self.walk_expr(child, outer)
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    if isinstance(node, ast.Subscript):  # Optional[X] -> X
+        inner = node.slice
+        return _dotted(inner) if isinstance(inner, (ast.Name, ast.Attribute)) else None
+    return None
+
+
+def _string_annotation(node: ast.AST) -> Optional[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value.strip().strip('"\'')
+        if text.replace(".", "").replace("_", "").isalnum():
+            return text
+    return None
+
+
+def summarize(text: str, path: str, module: str, is_package: bool = False) -> dict:
+    """The summary of one module's source text; raises SyntaxError, ValueError or RecursionError."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the user's own invalid escapes are not our business
+        tree = ast.parse(text, filename=path)
+    worker = _Summarizer(text, module, bool(is_package))
+    top = _new_function(MODULE_SCOPE, MODULE_SCOPE, 1, 0, None, None)
+    worker.functions[MODULE_SCOPE] = top
+    worker.body(tree.body, _Scope(top, MODULE_SCOPE))
+    return {"schema": SCHEMA, "path": path, "module": module, "package": bool(is_package),
+            "functions": worker.functions, "classes": worker.classes, "star": worker.star_imports}
+
+
+def call_name(expr: Any) -> Optional[str]:
+    """The dotted name a tagged expression spells, if any."""
+    return expr[1] if expr and expr[0] == "n" else None
