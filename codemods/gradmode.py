@@ -1,25 +1,54 @@
-"""libcst codemod commands: the same fixes as ``python -m lints.codemod``.
+"""libcst codemod command: the same fixes as ``python -m lints.codemod``.
 
-They reuse the linter's engine (alias resolution, path classifier, rules) and
-its fixer; nothing here decides what is a finding.
+The findings come from the whole-project analysis, handed to each file through a metadata
+provider whose ``gen_cache`` runs once over the repository (libcst's ``FullRepoManager``, the hook
+Fixit uses), so the command sees cross-module bugs as the linter does. Nothing here decides what
+is a finding.
 """
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, List, Mapping, Optional
 
 import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext, SkipFile
+from libcst.metadata import BatchableMetadataProvider
 
-from lints.config import load_config, split_codes
-from lints.engine import analyze_module, might_match, without_noqa
-from lints.fixer import STYLES, apply_fixes, plans_to_apply
+from lints.config import Config, default_cache_dir, load_config, split_codes
+from lints.engine import finding_from_dict, lint_project
+from lints.fixer import STYLES, apply_fixes, plans_for
+
+
+def _project_findings(root: Path, paths: List[str], config: Config) -> dict[str, list[dict]]:
+    absolute = {os.path.abspath(p if os.path.isabs(p) else root / p): p for p in paths}
+    run = lint_project([str(root)], config, cache_dir=default_cache_dir())
+    found: dict[str, list[dict]] = {p: [] for p in paths}
+    for finding in run.findings:
+        given = absolute.get(os.path.abspath(finding.path))
+        if given is not None:
+            found[given].append(finding.to_dict())
+    return found
+
+
+class ProjectFindingsProvider(BatchableMetadataProvider[tuple]):
+    """The project analysis' findings for the module being transformed (as plain dicts)."""
+
+    @classmethod
+    def gen_cache(cls, root_path: Path, paths: List[str], timeout: Optional[int] = None,
+                  **kwargs: Any) -> Mapping[str, object]:
+        config, _ = load_config(start=Path(root_path))
+        return _project_findings(Path(root_path), list(paths), config)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.set_metadata(node, tuple(self.cache or ()))
 
 
 class FixInferenceMode(CodemodCommand):
     DESCRIPTION = ("Remove torch.inference_mode() from warmup/autotune/CUDA-graph capture paths "
-                   "(gradmode-lint GM101-GM104 fixes).")
+                   "(gradmode-lint GM101-GM104 fixes, from the whole-project analysis).")
+    METADATA_DEPENDENCIES = (ProjectFindingsProvider,)
 
     @staticmethod
     def add_args(arg_parser: argparse.ArgumentParser) -> None:
@@ -40,11 +69,19 @@ class FixInferenceMode(CodemodCommand):
         self.unsafe_fixes = unsafe_fixes
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        source = tree.code
-        if not might_match(source, self.config, self.context.filename or ""):
-            raise SkipFile("no grad-mode mismatch possible in this file")
-        result = analyze_module(tree, self.context.filename or "<stdin>", self.config)
-        plans = plans_to_apply(without_noqa(result.hits, source), self.unsafe_fixes)
+        filename = self.context.filename or ""
+        if self.context.metadata_manager is not None:
+            data = self.get_metadata(ProjectFindingsProvider, tree, ())
+        elif filename:  # run without a repository root: analyse the project around this file
+            from lints.engine import find_project_root
+
+            root = Path(find_project_root([filename]))
+            data = tuple(_project_findings(root, [filename], self.config).get(filename, ()))
+        else:
+            raise SkipFile("no file name: the project analysis needs one")
+        findings = [finding_from_dict(d) for d in data]
+        findings = [f for f in findings if self.config.is_selected(f.code)]
+        plans = plans_for(tree, findings, self.unsafe_fixes)
         if not plans:
             raise SkipFile("nothing to fix")
         # CodemodCommand.transform_module adds/removes the scheduled imports afterwards.

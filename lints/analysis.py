@@ -140,5 +140,3 @@ class ProjectAnalysis:
                     out.append((w_index, i_index, chosen))
         return out
 
-
-__all__ = ["ProjectAnalysis", "ServingMode", "Switch", "C_COL"]

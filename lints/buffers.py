@@ -16,11 +16,10 @@ from typing import NamedTuple, Optional
 
 from . import names
 from .callgraph import CallGraph
-from .project import EXTERNAL, FIELD, FUNC, GLOBAL, INSTANCE, LOCAL, PARAM, Project, fid_of
+from .project import EXTERNAL, FIELD, GLOBAL, LOCAL, Project
 from .regions import Regions
-from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
-                      C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_VALUE,
-                      R_YIELD)
+from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_COL, C_FUNC, C_GUARD, C_KWARGS,
+                      C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_VALUE, R_YIELD)
 
 
 class BufferKey(NamedTuple):
@@ -406,5 +405,3 @@ class Buffers:
 
 _OPERATORS = {"Add": "+=", "Sub": "-=", "Mult": "*=", "Div": "/=", "FloorDiv": "//=", "Mod": "%=", "Pow": "**=",
               "BitAnd": "&=", "BitOr": "|=", "BitXor": "^=", "LShift": "<<=", "RShift": ">>=", "MatMult": "@="}
-
-__all__ = ["Buffers", "BufferKey", "Allocation", "Mutation", "fid_of", "FUNC", "INSTANCE", "PARAM"]

@@ -6,15 +6,13 @@ be read, decoded or parsed (the other files are still linted and reported).
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence
 
 from . import __version__
 from .config import SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config, split_codes
-from .files import MAX_FILE_BYTES, ResultCache, SourceFile, default_jobs, discover, read_source, run_jobs
-from .model import FileError, Finding
+from .files import MAX_FILE_BYTES, default_jobs
 from .output import explain, render_json, render_sarif, render_text
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -29,7 +27,8 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
                         help="add codes to the selection (e.g. the opt-in GM201)")
     parser.add_argument("--ignore", action="append", metavar="CODES", help="skip these codes or prefixes")
     parser.add_argument("--serving-grad-mode", choices=SERVING_GRAD_MODES,
-                        help="grad mode serving runs under (default no_grad)")
+                        help="grad mode serving runs under (default auto: inferred from the serving entry points)")
+    parser.add_argument("--serving-patterns", metavar="GLOBS", help="function-name globs of serving entry points")
     parser.add_argument("--path-patterns", metavar="GLOBS",
                         help="comma-separated function-name globs that mark warmup/autotune/capture paths")
     parser.add_argument("--extend-path-patterns", metavar="GLOBS", help="added to the default path patterns")
@@ -55,6 +54,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         path_patterns=globs(args.path_patterns),
         class_patterns=globs(args.class_patterns),
         module_globs=globs(args.module_globs),
+        serving_patterns=globs(getattr(args, "serving_patterns", None)),
         exclude=globs(args.exclude),
     )
     if args.extend_path_patterns:
@@ -70,61 +70,6 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return config
 
 
-def _lint_one(source: SourceFile, config: Config, prefilter: bool) -> Union[list[Finding], FileError]:
-    from .engine import lint_source  # imports libcst: only for files not in the cache
-
-    try:
-        return lint_source(source, config, prefilter=prefilter)
-    except Exception as exc:  # one bad file must not stop the run
-        return FileError(source.path, f"internal error while linting: {type(exc).__name__}: {exc}")
-
-
-def lint_paths(paths: Sequence[str], config: Config, jobs: int, cache: Optional[ResultCache] = None,
-               prefilter: bool = True, max_bytes: int = MAX_FILE_BYTES) -> tuple[list[Finding], list[FileError], int]:
-    files, errors = discover(paths, config.exclude)
-    sources: list[SourceFile] = []
-    results: dict[str, Union[list[Finding], FileError]] = {}
-    keys: dict[str, str] = {}
-    for path in files:
-        source = read_source(path, max_bytes)
-        if isinstance(source, FileError):
-            results[path] = source
-            continue
-        if cache is not None:
-            keys[path] = key = ResultCache.key(source.raw)
-            cached = cache.get(key)
-            if cached is not None:
-                results[path] = _rebase(cached, path)
-                continue
-        sources.append(source)
-    worker = functools.partial(_lint_one, config=config, prefilter=prefilter)
-    for source, result in zip(sources, run_jobs(worker, sources, jobs)):
-        results[source.path] = result
-        if cache is not None:
-            cache.put(keys[source.path], _rebase(result, ""))
-    if cache is not None:
-        cache.prune(keys.values())
-        cache.save()
-    findings: list[Finding] = []
-    for path in files:
-        result = results[path]
-        if isinstance(result, FileError):
-            errors.append(result)
-        else:
-            findings.extend(result)
-    findings.sort()
-    errors.sort(key=lambda e: e.path)
-    return findings, errors, len(files)
-
-
-def _rebase(result: Union[list[Finding], FileError], path: str) -> Union[list[Finding], FileError]:
-    """Cache entries are path-free: the same content may live at several paths."""
-    if isinstance(result, FileError):
-        return FileError(path, result.message)
-    return [Finding(path, *(getattr(f, n) for n in ("line", "col", "code", "message", "severity", "fixable")))
-            for f in result]
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m lints",
@@ -138,8 +83,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (errors still exit 2)")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     parser.add_argument("--cache-dir", type=Path, default=None, help="default .gradmode_cache (or $GRADMODE_CACHE_DIR)")
-    parser.add_argument("--no-prefilter", action="store_true",
-                        help="parse every file, even those whose text cannot match any rule")
     parser.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
     parser.add_argument("--version", action="version", version=f"gradmode-lint {__version__}")
     add_config_options(parser)
@@ -154,8 +97,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _explain(argv[1:])
     if argv[:1] == ["rules"]:
         for rule in ALL_RULES.values():
-            state = "" if rule.default_enabled else " (opt-in)"
-            print(f"{rule.code}  {rule.severity:<7}  {rule.summary}{state}")
+            state = "" if rule.DEFAULT_ENABLED else " (opt-in)"
+            print(f"{rule.CODE}  {rule.SEVERITY:<7}  {rule.SUMMARY}{state}")
         return EXIT_CLEAN
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -170,16 +113,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("gradmode-lint: no files to lint", file=sys.stderr)
         return EXIT_CLEAN
     jobs = args.jobs if args.jobs and args.jobs > 0 else default_jobs()
-    cache = None
-    if not args.no_cache:
-        namespace = f"lint-{config.fingerprint()}-{'p' if not args.no_prefilter else 'np'}"
-        cache = ResultCache(args.cache_dir or default_cache_dir(), namespace)
-    findings, errors, nfiles = lint_paths(args.paths, config, jobs, cache, prefilter=not args.no_prefilter,
-                                          max_bytes=args.max_file_size)
+    from .engine import lint_project  # only now: `--version` and `rules` stay cheap
+
+    run = lint_project(args.paths, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
+                       use_cache=not args.no_cache, max_bytes=args.max_file_size)
+    findings, errors, nfiles = run.findings, run.errors, len(run.files)
+    serving = run.serving
     if args.format == "json":
-        report = render_json(findings, errors)
+        report = render_json(findings, errors, serving)
     elif args.format == "sarif":
-        report = render_sarif(findings, errors)
+        report = render_sarif(findings, errors, serving)
     else:
         report = render_text(findings)
     if args.output:
@@ -189,6 +132,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for error in errors:
         print(error, file=sys.stderr)
     if not args.quiet:
+        print(f"gradmode-lint: serving grad mode: {serving.mode} ({serving.source}: {serving.evidence})",
+              file=sys.stderr)
         fixable = sum(1 for f in findings if f.fixable == "safe")
         print(f"gradmode-lint: {len(findings)} finding(s) in {nfiles} file(s)"
               + (f", {fixable} fixable with `python -m lints.codemod`" if fixable else "")

@@ -23,10 +23,11 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from .cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args
-from .config import Config, ConfigError
-from .engine import FileError, SourceFile, analyze_text, read_source, to_findings
-from .files import (FileChangedError, default_jobs, discover, is_read_only, remove_in_flight_temps, run_jobs,
-                    write_file)
+from .config import Config, ConfigError, default_cache_dir
+from .engine import lint_project
+from .files import SourceFile, read_source
+from .model import FileError
+from .files import (FileChangedError, default_jobs, is_read_only, remove_in_flight_temps, run_jobs, write_file)
 from .fixer import STYLES, fix_source
 from .limits import source_limits_error
 from .model import Finding
@@ -41,6 +42,7 @@ class FixOptions:
     write: bool = True
     diff: bool = False
     max_bytes: int = 4 * 1024 * 1024
+    findings: dict = dataclasses.field(default_factory=dict)  # path -> the project run's findings there
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,17 +55,29 @@ class FixOutcome:
 
 
 def fix_text(source: SourceFile, options: FixOptions) -> tuple[Optional[str], list[Finding], Optional[str]]:
-    """(new text or None, findings left afterwards, error). Pure: writes nothing."""
-    result = analyze_text(source.text, source.path, options.config)
-    if isinstance(result, FileError):
-        return None, [], result.message
-    fixed = None
-    if result.module is not None:
-        fixed_module = fix_source(result.module, result.hits, options.style, options.unsafe_fixes)
-        if fixed_module is not None and fixed_module.code != source.text:
-            fixed = fixed_module.code
-    if fixed is None:
-        return None, to_findings(source.path, result.hits), None
+    """(new text or None, findings the fix leaves, error). Pure: writes nothing.
+
+    The findings come from the whole-project run (``options.findings``); the text is parsed with
+    libcst only when one of them has a fix to apply. The findings left are re-checked by the caller
+    on the whole project once every file is fixed.
+    """
+    findings = list(options.findings.get(source.path, ()))
+    applicable = [f for f in findings if f.fixes and (f.fixable == "safe" or options.unsafe_fixes)]
+    if not applicable:
+        return None, findings, None
+    too_big = source_limits_error(source.text)
+    if too_big is not None:
+        return None, [], too_big
+    try:
+        module = cst.parse_module(source.text)
+    except cst.ParserSyntaxError as exc:
+        return None, [], f"cannot parse for fixing: {' '.join(exc.message.split())}"
+    except RecursionError:
+        return None, [], "cannot parse for fixing: expressions nested too deeply"
+    fixed_module = fix_source(module, applicable, options.style, options.unsafe_fixes)
+    if fixed_module is None or fixed_module.code == source.text:
+        return None, findings, None
+    fixed = fixed_module.code
     # Never hand back code that does not parse, whatever went wrong above.
     try:
         cst.parse_module(fixed)
@@ -72,8 +86,7 @@ def fix_text(source: SourceFile, options: FixOptions) -> tuple[Optional[str], li
             ast.parse(fixed, filename=source.path)
     except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
         return None, [], f"internal error: the fix produced code that does not parse ({exc}); file left unchanged"
-    after = analyze_text(fixed, source.path, options.config)
-    remaining = [] if isinstance(after, FileError) else to_findings(source.path, after.hits)
+    remaining = [f for f in findings if f not in applicable]
     return fixed, remaining, None
 
 
@@ -252,10 +265,17 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         if not args.quiet:
             print("gradmode-fix: no files to fix", file=sys.stderr)
         return EXIT_CLEAN
-    options = FixOptions(config, args.style, args.unsafe_fixes, write=not (args.check or args.diff),
-                         diff=args.diff, max_bytes=args.max_file_size)
-    files, errors = discover(args.paths, config.exclude)
     jobs = args.jobs if args.jobs and args.jobs > 0 else default_jobs()
+    # The whole project decides what is a finding; only the given files are rewritten.
+    run = lint_project(args.paths, config, jobs, cache_dir=default_cache_dir(), max_bytes=args.max_file_size)
+    by_path: dict[str, list[Finding]] = {}
+    for finding in run.findings:
+        by_path.setdefault(finding.path, []).append(finding)
+    options = FixOptions(config, args.style, args.unsafe_fixes, write=not (args.check or args.diff),
+                         diff=args.diff, max_bytes=args.max_file_size, findings=by_path)
+    files, errors = run.files, list(run.errors)
+    broken = {e.path for e in errors}
+    files = [f for f in files if f not in broken]
     advance, close = _progress(len(files))
     try:
         outcomes = run_jobs(functools.partial(fix_file, options=options), files, jobs, advance,
@@ -265,6 +285,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             close()
     remaining = sorted(f for o in outcomes for f in o.remaining)
     changed = [o for o in outcomes if o.changed]
+    if changed and options.write:  # what is left, on the whole project as it is now
+        remaining = lint_project(args.paths, config, jobs, cache_dir=default_cache_dir(),
+                                 max_bytes=args.max_file_size).findings
     for outcome in outcomes:
         if outcome.diff:
             sys.stdout.write(outcome.diff)

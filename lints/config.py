@@ -168,5 +168,7 @@ def split_codes(values: Optional[Iterable[str]]) -> Optional[tuple[str, ...]]:
     return tuple(out)
 
 
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("GRADMODE_CACHE_DIR", ".gradmode_cache"))
+def default_cache_dir() -> Optional[Path]:
+    """$GRADMODE_CACHE_DIR, else None: the cache then lives in the project root's `.gradmode_cache`."""
+    folder = os.environ.get("GRADMODE_CACHE_DIR")
+    return Path(folder) if folder else None

@@ -19,7 +19,7 @@ from typing import Iterable, Optional, Sequence, Union
 from . import __version__
 from .config import Config
 from .files import MAX_FILE_BYTES, SourceFile, decode_source, discover, read_source, run_jobs
-from .model import FileError, Finding
+from .model import FileError, Finding, Fix
 from .summary import SCHEMA, import_root, module_name_for, summarize
 
 _NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
@@ -59,49 +59,66 @@ class SummaryCache:
     """
 
     def __init__(self, folder: Optional[Path]) -> None:
-        self.path = Path(folder) / "summaries.json" if folder is not None else None
-        self._entries: dict[str, list] = {}
+        self.folder = Path(folder) if folder is not None else None
+        self.path = self.folder / "summaries.json" if self.folder is not None else None
+        self._entries: Optional[dict[str, list]] = None
         self._dirty = False
-        if self.path is None:
+
+    def _load(self) -> dict[str, list]:
+        if self._entries is None:
+            self._entries = _read_json(self.path).get("entries", {}) if self.path is not None else {}
+            if not isinstance(self._entries, dict):
+                self._entries = {}
+        return self._entries
+
+    def results(self, digest: str) -> Optional[dict]:
+        """The findings of a run over exactly these files, config and tool version, if cached."""
+        if self.folder is None:
+            return None
+        data = _read_json(self.folder / "results.json")
+        return data if data.get("digest") == digest and isinstance(data.get("findings"), list) else None
+
+    def save_results(self, digest: str, findings: list[Finding], errors: dict[str, FileError], serving) -> None:
+        if self.folder is None:
             return
-        try:
-            with open(self.path, "rb") as handle:
-                data = json.loads(handle.read())
-            if isinstance(data, dict) and data.get("format") == CACHE_FORMAT and isinstance(data.get("entries"), dict):
-                self._entries = data["entries"]
-        except (OSError, ValueError, RecursionError, MemoryError):
-            self._entries = {}
+        data = {"format": CACHE_FORMAT, "digest": digest, "findings": [f.to_dict() for f in findings],
+                "errors": {p: e.message for p, e in errors.items()}, "serving": list(serving)}
+        self._write(self.folder / "results.json", data)
 
     def get(self, path: str, key: str) -> Optional[dict]:
-        entry = self._entries.get(path)
+        entry = self._load().get(path)
         if (isinstance(entry, list) and len(entry) == 2 and entry[0] == key and isinstance(entry[1], dict)
                 and entry[1].get("schema") == SCHEMA and entry[1].get("path") == path):
             return entry[1]
         return None
 
     def put(self, path: str, key: str, summary: dict) -> None:
-        self._entries[path] = [key, summary]
+        self._load()[path] = [key, summary]
         self._dirty = True
 
     def prune(self, live: Iterable[str]) -> None:
         live = set(live)
-        for path in [p for p in self._entries if p not in live]:
-            del self._entries[path]
+        entries = self._load()
+        for path in [p for p in entries if p not in live]:
+            del entries[path]
             self._dirty = True
 
     def save(self) -> None:
-        if self.path is None or not self._dirty:
-            return
+        if self.path is not None and self._dirty:
+            self._write(self.path, {"format": CACHE_FORMAT, "entries": self._load()})
+
+    def _write(self, target: Path, data: dict) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            gitignore = self.path.parent / ".gitignore"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            gitignore = target.parent / ".gitignore"
             if not gitignore.exists():
                 gitignore.write_text("# Created by gradmode-lint\n*\n")
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-summaries-")
+            text = json.dumps(data, separators=(",", ":"))  # one C-encoder call: json.dump is ~10x slower
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-cache-")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    json.dump({"format": CACHE_FORMAT, "entries": self._entries}, handle, separators=(",", ":"))
-                os.replace(tmp, self.path)
+                    handle.write(text)
+                os.replace(tmp, target)
             except BaseException:
                 try:
                     os.unlink(tmp)
@@ -110,6 +127,23 @@ class SummaryCache:
                 raise
         except OSError as exc:  # a read-only checkout still lints
             print(f"gradmode-lint: warning: cannot write cache {self.path}: {exc.strerror or exc}", file=sys.stderr)
+
+
+def _read_json(path: Path) -> dict:
+    """A cache file's data; anything unreadable, corrupt or foreign is empty (a miss, never an error)."""
+    try:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read())
+    except (OSError, ValueError, RecursionError, MemoryError):
+        return {}
+    return data if isinstance(data, dict) and data.get("format") == CACHE_FORMAT else {}
+
+
+def finding_from_dict(data: dict) -> Finding:
+    fixes = tuple(Fix(f["action"], tuple(f["at"]), bool(f["safe"]), tuple(tuple(i) for i in f["items"]))
+                  for f in data.get("fixes", ()))
+    return Finding(str(data["path"]), int(data["line"]), int(data["col"]), str(data["code"]), str(data["message"]),
+                   str(data["severity"]), str(data["fixable"]), tuple(str(n) for n in data.get("notes", ())), fixes)
 
 
 def summarize_source(source: SourceFile, module: str, is_package: bool) -> Union[dict, FileError]:
@@ -126,6 +160,8 @@ def summarize_source(source: SourceFile, module: str, is_package: bool) -> Union
 
 @dataclasses.dataclass
 class _Job:
+    """One file to summarise in a worker process."""
+
     path: str
     module: str
     is_package: bool
@@ -152,42 +188,63 @@ class ProjectRun:
     files: list[str]  # the requested files
     findings: list[Finding]
     errors: list[FileError]
-    analysis: object = None
-    texts: dict = dataclasses.field(default_factory=dict)
+    serving: object  # analysis.ServingMode
+    analysis: object = None  # None when the results came from the cache
 
 
-def collect_summaries(root: str, config: Config, jobs: int, cache: Optional[SummaryCache],
-                      max_bytes: int = MAX_FILE_BYTES, overrides: Optional[dict[str, str]] = None,
-                      extra: Sequence[str] = ()) -> tuple[dict[str, dict], dict[str, FileError]]:
-    """path -> summary for every Python file of the project (``overrides``: path -> text to use instead)."""
+@dataclasses.dataclass
+class _Entry:
+    path: str
+    module: str
+    is_package: bool
+    key: str  # content hash ("" when unreadable: summarising reports why)
+
+
+def project_files(root: str, config: Config, extra: Sequence[str] = (),
+                  overrides: Optional[dict[str, str]] = None) -> list[_Entry]:
     files, _ = discover([root], config.exclude)
     files = [os.path.normpath(f) for f in files]
-    for path in extra:
-        if path not in files:
-            files.append(path)
+    files.extend(p for p in extra if p not in files)
     base = import_root(root)
+    entries = []
+    for path in files:
+        module, is_package = module_name_for(path, base)
+        if overrides and path in overrides:
+            key = file_key(overrides[path].encode("utf-8"))
+        else:
+            try:
+                with open(path, "rb", opener=_nonblocking) as handle:
+                    key = file_key(handle.read()) if os.path.isfile(path) else ""
+            except OSError:
+                key = ""
+        entries.append(_Entry(path, module, is_package, key))
+    return entries
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+
+
+def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryCache],
+                      max_bytes: int = MAX_FILE_BYTES, overrides: Optional[dict[str, str]] = None
+                      ) -> tuple[dict[str, dict], dict[str, FileError]]:
+    """path -> summary for every file (``overrides``: path -> text to use instead of the file's)."""
     summaries: dict[str, dict] = {}
     errors: dict[str, FileError] = {}
     todo: list[_Job] = []
     overrides = overrides or {}
-    for path in files:
-        module, is_package = module_name_for(path, base)
-        if path in overrides:
-            source = decode_source(path, overrides[path].encode("utf-8"))
-            result = summarize_source(source, module, is_package) if isinstance(source, SourceFile) else source
-            (errors if isinstance(result, FileError) else summaries)[path] = result
+    for entry in entries:
+        if entry.path in overrides:
+            source = decode_source(entry.path, overrides[entry.path].encode("utf-8"))
+            result = summarize_source(source, entry.module, entry.is_package) \
+                if isinstance(source, SourceFile) else source
+            (errors if isinstance(result, FileError) else summaries)[entry.path] = result
             continue
-        if cache is not None:
-            try:
-                with open(path, "rb") as handle:
-                    raw = handle.read(max_bytes + 1) if os.path.isfile(path) else b""
-            except OSError:
-                raw = b""
-            cached = cache.get(path, file_key(raw)) if raw else None
-            if cached is not None and cached.get("module") == module:
-                summaries[path] = cached
-                continue
-        todo.append(_Job(path, module, is_package, max_bytes))
+        cached = cache.get(entry.path, entry.key) if cache is not None and entry.key else None
+        if cached is not None and cached.get("module") == entry.module:
+            summaries[entry.path] = cached
+            continue
+        todo.append(_Job(entry.path, entry.module, entry.is_package, max_bytes))
     for job, (key, result) in zip(todo, run_jobs(_summarize_job, todo, jobs,
                                                  on_crash=lambda j, why: ("", FileError(j.path, why)),
                                                  weight=_job_weight)):
@@ -230,33 +287,56 @@ def run_rules(analysis, config: Config, wanted: Optional[set[str]] = None) -> li
     return sorted(set(findings))
 
 
+def _digest(config: Config, entries: list[_Entry]) -> str:
+    h = hashlib.sha256(f"{CACHE_FORMAT}|{config.fingerprint()}".encode())
+    for entry in entries:
+        h.update(f"|{entry.path}|{entry.module}|{entry.key}".encode())
+    return h.hexdigest()
+
+
 def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir: Optional[Path] = None,
                  use_cache: bool = True, max_bytes: int = MAX_FILE_BYTES,
                  overrides: Optional[dict[str, str]] = None, apply_noqa: bool = True) -> ProjectRun:
-    """Lint ``paths`` (files or folders) with the whole project around them as context."""
+    """Lint ``paths`` (files or folders) with the whole project around them as context.
+
+    A rerun over unchanged files reuses the whole result; a change re-summarises only the files
+    that changed and re-runs the (in-memory) project analysis.
+    """
+    from .analysis import ServingMode
+
     requested, errors = discover(paths, config.exclude)
     requested = [os.path.normpath(p) for p in requested]
-    root = _display_root(find_project_root(paths or ["."]), paths)
-    root = os.path.normpath(root)
+    root = os.path.normpath(_display_root(find_project_root(paths or ["."]), paths))
     cache = SummaryCache(cache_dir if cache_dir is not None else Path(root) / ".gradmode_cache") \
         if use_cache else None
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
-    summaries, summary_errors = collect_summaries(root, config, jobs, cache, max_bytes, overrides,
-                                                  extra=[p for p in requested if _outside(p, root)])
+    entries = project_files(root, config, [p for p in requested if _outside(p, root)], overrides)
+    digest = _digest(config, entries)
+    cached = cache.results(digest) if cache is not None and not overrides else None
+    analysis = None
+    if cached is not None:
+        try:
+            all_findings = [finding_from_dict(f) for f in cached["findings"]]
+            summary_errors = {p: FileError(p, str(m)) for p, m in dict(cached["errors"]).items()}
+            serving = ServingMode(*[str(v) for v in cached["serving"]])
+        except (KeyError, TypeError, ValueError):
+            cached = None
+    if cached is None:
+        summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides)
+        analysis = analyse(summaries, config)
+        all_findings = run_rules(analysis, config)
+        serving = analysis.serving
+        if cache is not None and not overrides:
+            cache.save_results(digest, all_findings, summary_errors, serving)
     wanted = set(requested)
+    findings = [f for f in all_findings if f.path in wanted]
     for path in requested:
         if path in summary_errors:
             errors.append(summary_errors[path])
-        elif path not in summaries:
-            source = read_source(path, max_bytes)
-            errors.append(source if isinstance(source, FileError) else FileError(path, "not analysed"))
-    analysis = analyse(summaries, config)
-    findings = run_rules(analysis, config, wanted)
-    texts: dict[str, str] = {}
     if apply_noqa and findings:
-        findings = _without_noqa(findings, texts, overrides)
+        findings = _without_noqa(findings, {}, overrides)
     errors.sort(key=lambda e: e.path)
-    return ProjectRun(root, requested, findings, errors, analysis, texts)
+    return ProjectRun(root, requested, findings, errors, serving, analysis)
 
 
 def _outside(path: str, root: str) -> bool:

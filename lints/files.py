@@ -10,7 +10,6 @@ import fnmatch
 import hashlib
 import io
 import os
-import pickle
 import re
 import signal
 import stat
@@ -308,65 +307,6 @@ def _death(exitcode: Optional[int]) -> str:
 
 def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-
-
-class ResultCache:
-    """Per-file results keyed by content hash, tool version and config (like ruff's cache).
-
-    Stored as one pickle per cache namespace under ``cache_dir``; written atomically.
-    """
-
-    def __init__(self, cache_dir: Path, namespace: str) -> None:
-        self.path = Path(cache_dir) / f"{__version__}-{namespace}.pickle"
-        self._entries: dict[str, object] = {}
-        self._dirty = False
-        try:
-            with open(self.path, "rb") as handle:
-                data = pickle.load(handle)
-            if isinstance(data, dict):
-                self._entries = data
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError):
-            self._entries = {}
-
-    @staticmethod
-    def key(raw: bytes) -> str:
-        return hashlib.blake2b(raw, digest_size=16).hexdigest()
-
-    def get(self, key: str) -> Optional[object]:
-        return self._entries.get(key)
-
-    def put(self, key: str, value: object) -> None:
-        if self._entries.get(key) != value:
-            self._entries[key] = value
-            self._dirty = True
-
-    def prune(self, live: Iterable[str]) -> None:
-        live = set(live)
-        stale = [k for k in self._entries if k not in live]
-        if len(stale) > len(live):  # keep caches of other checkouts small, not empty
-            for k in stale:
-                del self._entries[k]
-            self._dirty = True
-
-    def save(self) -> None:
-        if not self._dirty:
-            return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            gitignore = self.path.parent / ".gitignore"
-            if not gitignore.exists():
-                gitignore.write_text("# Created by gradmode-lint\n*\n")
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as handle:
-                pickle.dump(self._entries, handle, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, self.path)
-        except OSError as exc:  # a read-only checkout still lints
-            print(f"gradmode-lint: warning: cannot write cache {self.path}: {exc.strerror or exc}", file=sys.stderr)
-
-
-def chunks(seq: Sequence[T], size: int) -> Iterator[Sequence[T]]:
-    for start in range(0, len(seq), size):
-        yield seq[start:start + size]
 
 
 def is_read_only(path: str) -> bool:

@@ -11,21 +11,92 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
-from . import names
-from .model import FixPlan, RuleHit
+import dataclasses
+
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from .model import Finding, Fix
 
 STYLES = ("remove", "no_grad")
 _INFERENCE_MODE_MODULES = ("torch", "torch.autograd", "torch.autograd.grad_mode")
 
 
-def plans_to_apply(hits: Iterable[RuleHit], unsafe_fixes: bool) -> list[FixPlan]:
-    """Distinct plans of the fixable findings (several GM104 calls share one block)."""
-    seen: dict[tuple[int, ...], FixPlan] = {}
-    for hit in hits:
-        for plan in hit.plans:
-            if plan.safe or unsafe_fixes:
-                seen.setdefault((id(plan.node), *map(id, plan.items)), plan)
-    return list(seen.values())
+@dataclasses.dataclass(eq=False)
+class FixPlan:
+    """A ``Fix`` bound to the libcst nodes it rewrites."""
+
+    action: str
+    node: cst.CSTNode
+    safe: bool
+    items: tuple[cst.WithItem, ...] = ()
+
+
+class _Nodes(cst.CSTVisitor):
+    """The nodes a fix can name, by start position (``(line, col)``, as the summaries count them)."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.withs: dict[tuple[int, int], cst.With] = {}
+        self.items: dict[tuple[int, int], cst.WithItem] = {}
+        self.calls: dict[tuple[int, int], list[cst.Call]] = {}
+        self.decorators: dict[tuple[int, int], cst.Decorator] = {}
+
+    def _at(self, node: cst.CSTNode) -> tuple[int, int]:
+        start = self.get_metadata(PositionProvider, node).start
+        return start.line, start.column
+
+    def visit_With(self, node: cst.With) -> None:
+        self.withs[self._at(node)] = node
+        for item in node.items:
+            self.items[self._at(item.item)] = item
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.setdefault(self._at(node), []).append(node)
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        self.decorators[self._at(node.decorator)] = node
+
+
+def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: bool) -> list[FixPlan]:
+    """Distinct plans of the fixable findings (several GM104 calls share one block); positions that no
+    longer name the expected node are skipped, never guessed."""
+    fixes: dict[tuple, Fix] = {}
+    for finding in findings:
+        for fix in finding.fixes:
+            if fix.safe or unsafe_fixes:
+                fixes.setdefault((fix.action, fix.at, fix.items), fix)
+    if not fixes:
+        return []
+    nodes = _Nodes()
+    MetadataWrapper(module, unsafe_skip_copy=True).visit(nodes)
+    plans = []
+    for fix in fixes.values():
+        plan = _bind(fix, nodes)
+        if plan is not None:
+            plans.append(plan)
+    return plans
+
+
+def _bind(fix: Fix, nodes: _Nodes) -> Optional[FixPlan]:
+    if fix.action in ("unwrap_with", "drop_with_item"):
+        node = nodes.withs.get(fix.at)
+        items = tuple(nodes.items.get(at) for at in fix.items)
+        if node is None or not items or any(i is None or not any(i is x for x in node.items) for i in items):
+            return None
+        return FixPlan(fix.action, node, fix.safe, items)
+    if fix.action == "null_context":
+        found = [c for c in nodes.calls.get(fix.at, []) if not isinstance(c.func, cst.Call)]
+        return FixPlan(fix.action, found[-1], fix.safe) if found else None
+    if fix.action == "unwrap_callable":
+        found = [c for c in nodes.calls.get(fix.at, []) if isinstance(c.func, cst.Call) and len(c.args) == 1
+                 and c.args[0].keyword is None and not c.args[0].star]
+        return FixPlan(fix.action, found[0], fix.safe) if found else None
+    if fix.action == "decorator_no_grad":
+        node = nodes.decorators.get(fix.at)
+        return FixPlan(fix.action, node, fix.safe) if node is not None else None
+    return None
 
 
 class _FixTransformer(cst.CSTTransformer):
@@ -75,6 +146,12 @@ class _FixTransformer(cst.CSTTransformer):
             assert isinstance(plan.node, cst.BaseExpression)
             self.replace[plan.node] = (self._no_grad_for(plan.node) if self.style == "no_grad"
                                        else self._null_context_for(plan.node))
+        elif plan.action == "unwrap_callable":
+            assert isinstance(plan.node, cst.Call) and isinstance(plan.node.func, cst.Call)
+            if self.style == "no_grad":  # torch.no_grad()(fn): the decorator form of no_grad
+                self.replace[plan.node.func] = self._no_grad_for(plan.node.func)
+            else:  # plain fn: the caller's grad mode decides
+                self.replace[plan.node] = plan.node.args[0].value
         elif plan.action == "decorator_no_grad":
             assert isinstance(plan.node, cst.Decorator)
             self.replace[plan.node.decorator] = self._no_grad_for(plan.node.decorator)
@@ -95,8 +172,8 @@ class _FixTransformer(cst.CSTTransformer):
         if drops and len(drops) < len(updated_node.items):
             items = [item for i, item in enumerate(updated_node.items) if i not in drops]
             last = len(updated_node.items) - 1
-            if last in drops:  # the new last item takes over the old last one's (trailing) comma
-                items[-1] = items[-1].with_changes(comma=updated_node.items[last].comma)
+            if last in drops:
+                return _drop_last_items(updated_node, items, updated_node.items[last].comma)
             return updated_node.with_changes(items=items)
         if original_node in self.unwrap or drops:
             self._to_splice[id(updated_node)] = updated_node
@@ -131,15 +208,62 @@ class _FixTransformer(cst.CSTTransformer):
         return updated_node.with_changes(body=body, footer=[*pending, *updated_node.footer])
 
 
+def _drop_last_items(node: cst.With, items: list[cst.WithItem],
+                     old_last_comma: Union[cst.Comma, cst.MaybeSentinel]) -> cst.With:
+    """``node`` with ``items`` left, its old last item(s) dropped.
+
+    The new last item keeps the comment after its own comma (``a,  # why``): it is about ``a``.
+    Comments on the dropped items' lines go with them (as when a first item is dropped). A
+    trailing comma stays only where there was one.
+    """
+    new_last = items[-1]
+    own = new_last.comma
+    rpar = node.rpar
+    if not (isinstance(own, cst.Comma) and isinstance(own.whitespace_after, cst.ParenthesizedWhitespace)
+            and isinstance(rpar, cst.RightParen)):
+        # One line, or no comment of its own: the new last item takes over the old last one's comma.
+        items[-1] = new_last.with_changes(comma=old_last_comma)
+        return node.with_changes(items=items)
+    closing = rpar.whitespace_before  # the line the `)` was on keeps its indentation
+    after = own.whitespace_after.with_changes(
+        indent=closing.indent if isinstance(closing, cst.ParenthesizedWhitespace) else True,
+        last_line=closing.last_line if isinstance(closing, cst.ParenthesizedWhitespace) else cst.SimpleWhitespace(""))
+    if isinstance(old_last_comma, cst.Comma):  # `a,  # why` + newline + `)`
+        items[-1] = new_last.with_changes(comma=own.with_changes(whitespace_after=after))
+        return node.with_changes(items=items, rpar=rpar.with_changes(whitespace_before=cst.SimpleWhitespace("")))
+    # `a  # why` + newline + `)`: no comma where there was no trailing one (`with (a,):` needs 3.9+)
+    items[-1] = new_last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(items=items, rpar=rpar.with_changes(whitespace_before=after))
+
+
+class _Comments(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.Comment] = []
+
+    def visit_Comment(self, node: cst.Comment) -> None:
+        self.found.append(node)
+
+
+def _header_comments(with_node: cst.With) -> list[cst.EmptyLine]:
+    """Comments inside a (parenthesized) ``with`` header, as lines of their own."""
+    collect = _Comments()
+    for part in (with_node.lpar, *with_node.items, with_node.rpar, with_node.whitespace_before_colon):
+        if isinstance(part, cst.CSTNode):
+            part.visit(collect)
+    return [cst.EmptyLine(indent=True, comment=comment) for comment in collect.found]
+
+
 def _unwrapped(with_node: cst.With) -> tuple[list[cst.BaseStatement], list[cst.EmptyLine]]:
     """The body of ``with_node`` as statements of the enclosing block, comments kept."""
     body = with_node.body
+    inside = _header_comments(with_node)  # `with (  # why` ... `):` keeps those too
     if isinstance(body, cst.SimpleStatementSuite):
-        line = cst.SimpleStatementLine(body=body.body, leading_lines=with_node.leading_lines,
+        line = cst.SimpleStatementLine(body=body.body, leading_lines=[*with_node.leading_lines, *inside],
                                        trailing_whitespace=body.trailing_whitespace)
         return [line], []
     assert isinstance(body, cst.IndentedBlock)
-    moved: list[cst.EmptyLine] = list(with_node.leading_lines)
+    moved: list[cst.EmptyLine] = [*with_node.leading_lines, *inside]
     if body.header.comment is not None:  # `with torch.inference_mode():  # why` keeps its comment
         moved.append(cst.EmptyLine(indent=True, comment=body.header.comment))
     statements = list(body.body)
@@ -155,7 +279,7 @@ def _inference_mode_imports(module: cst.Module) -> list[tuple[str, Optional[str]
             continue
         for small in stmt.body:
             if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar) and small.module:
-                source = names.dotted(small.module)
+                source = _dotted(small.module)
                 if source in _INFERENCE_MODE_MODULES:
                     for alias in small.names:
                         if isinstance(alias.name, cst.Name) and alias.name.value == "inference_mode":
@@ -190,8 +314,17 @@ def apply_fixes(module: cst.Module, plans: Sequence[FixPlan], style: str = "remo
     return fixed
 
 
-def fix_source(module: cst.Module, hits: Iterable[RuleHit], style: str, unsafe_fixes: bool,
+def fix_source(module: cst.Module, findings: Iterable[Finding], style: str, unsafe_fixes: bool,
                context: Optional[CodemodContext] = None) -> Union[cst.Module, None]:
     """Fixed module, or None when no finding had an applicable fix."""
-    plans = plans_to_apply(hits, unsafe_fixes)
+    plans = plans_for(module, findings, unsafe_fixes)
     return apply_fixes(module, plans, style, context) if plans else None
+
+
+def _dotted(expr: cst.BaseExpression) -> Optional[str]:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        head = _dotted(expr.value)
+        return f"{head}.{expr.attr.value}" if head else None
+    return None

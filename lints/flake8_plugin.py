@@ -1,24 +1,26 @@
-"""flake8 entry point (code prefix ``GM``): the same engine and findings as ``python -m lints``.
+"""flake8 entry point (code prefix ``GM``): the same project analysis and findings as ``python -m lints``.
 
-flake8 only reads INI files, so ``[tool.gradmode]`` is read from pyproject.toml
-here; ``--gradmode-*`` options (command line or flake8 config) override it.
-flake8 applies ``# noqa`` and ``--select``/``--ignore`` itself.
+flake8 hands a plugin one file at a time; the analysis needs the whole project, so the first
+file of each project root runs it (reading the same cached summaries as the CLI, refreshed when
+file hashes change) and every file of that root takes its findings from the result. flake8 only
+reads INI files, so ``[tool.gradmode]`` is read from pyproject.toml here; ``--gradmode-*``
+options override it. flake8 applies ``# noqa`` and ``--select``/``--ignore`` itself.
 """
 from __future__ import annotations
 
 import ast
+import os
 from typing import Any, ClassVar, Iterator, Optional, Sequence
 
 from . import __version__
-from .config import OPT_IN_CODES, SERVING_GRAD_MODES, Config, ConfigError, load_config
-from .engine import analyze_text
-from .model import FileError
+from .config import SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config
 
 
 class GradModeChecker:
     name = "gradmode-lint"
     version = __version__
     config: ClassVar[Optional[Config]] = None
+    _by_root: ClassVar[dict[str, dict[str, list]]] = {}
 
     def __init__(self, tree: ast.AST, filename: str, lines: Sequence[str]) -> None:
         self.filename = filename
@@ -27,21 +29,26 @@ class GradModeChecker:
     @classmethod
     def add_options(cls, parser: Any) -> None:
         for flag, help_text in (
-            ("--gradmode-path-patterns", "function-name globs that mark warmup/autotune/capture paths"),
+            ("--gradmode-path-patterns", "function-name globs that mark warmup/autotune paths"),
             ("--gradmode-extend-path-patterns", "globs added to the default path patterns"),
-            ("--gradmode-class-patterns", "class-name globs whose methods are such paths"),
-            ("--gradmode-module-globs", "file globs whose functions are all such paths"),
+            ("--gradmode-class-patterns", "class-name globs whose capture-pattern methods are capture paths"),
+            ("--gradmode-serving-patterns", "function-name globs of serving entry points"),
+            ("--gradmode-module-globs", "file globs whose functions are all warm paths"),
         ):
             parser.add_option(flag, default=None, parse_from_config=True, comma_separated_list=True, help=help_text)
         parser.add_option("--gradmode-serving-grad-mode", default=None, parse_from_config=True,
-                          choices=SERVING_GRAD_MODES, help="grad mode serving runs under (default no_grad)")
+                          choices=SERVING_GRAD_MODES, help="grad mode serving runs under (default auto: inferred)")
         parser.add_option("--gradmode-config", default=None, parse_from_config=True,
                           help="pyproject.toml holding [tool.gradmode] (default: nearest one)")
+        from .rules import OPT_IN_CODES
+
         # Opt-in rules stay off unless flake8's own --select/--extend-select names them.
         parser.extend_default_ignore(sorted(OPT_IN_CODES))
 
     @classmethod
     def parse_options(cls, options: Any) -> None:
+        from .rules import OPT_IN_CODES
+
         try:
             base, _ = load_config(getattr(options, "gradmode_config", None))
         except ConfigError as exc:
@@ -54,11 +61,10 @@ class GradModeChecker:
         config = base.replace(
             path_patterns=listed("gradmode_path_patterns"),
             class_patterns=listed("gradmode_class_patterns"),
+            serving_patterns=listed("gradmode_serving_patterns"),
             module_globs=listed("gradmode_module_globs"),
             serving_grad_mode=getattr(options, "gradmode_serving_grad_mode", None),
         )
-        # An opt-in code runs only when flake8's own selection names it (see add_options); asking the
-        # engine for it otherwise would analyse every file with a tensor factory for nothing.
         chosen = [c for c in (getattr(options, "select", None) or []) + (getattr(options, "extend_select", None)
                                                                        or []) if c]
         wanted = tuple(code for code in sorted(OPT_IN_CODES) if any(code.startswith(c) for c in chosen))
@@ -67,13 +73,31 @@ class GradModeChecker:
         if extra:
             config = config.replace(path_patterns=config.path_patterns + extra)
         cls.config = config
+        cls._by_root = {}
+
+    @classmethod
+    def _project_findings(cls, filename: str, config: Config) -> dict[str, list]:
+        from .engine import find_project_root, lint_project
+
+        root = find_project_root([filename])
+        found = cls._by_root.get(root)
+        if found is None:
+            run = lint_project([root], config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False)
+            found = {}
+            for finding in run.findings:
+                found.setdefault(os.path.abspath(finding.path), []).append(finding)
+            for error in run.errors:
+                found.setdefault(os.path.abspath(error.path), []).append(error)
+            cls._by_root[root] = found
+        return found
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         config = self.config or Config()
-        result = analyze_text("".join(self.lines), self.filename, config, apply_noqa=False)
-        if isinstance(result, FileError):
-            # flake8 already reports real syntax errors as E999; this is libcst-only trouble.
-            yield 1, 0, f"GM001 gradmode-lint could not analyze this file: {result.message}", type(self)
+        if self.filename in ("-", "stdin") or not os.path.isfile(self.filename):
             return
-        for hit in result.hits:
-            yield hit.line, hit.col, f"{hit.code} {hit.message}", type(self)
+        for item in self._project_findings(self.filename, config).get(os.path.abspath(self.filename), []):
+            if hasattr(item, "code"):
+                yield item.line, item.col, f"{item.code} {item.message}", type(self)
+            else:
+                # flake8 reports real syntax errors as E999 itself; this is trouble of ours
+                yield 1, 0, f"GM001 gradmode-lint could not analyze this file: {item.message}", type(self)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,5 +59,3 @@ def fixable_of(fixes: tuple[Fix, ...]) -> str:
         return ""
     return "safe" if all(f.safe for f in fixes) else "unsafe"
 
-
-__all__ = ["Fix", "Finding", "FileError", "fixable_of", "Optional"]

@@ -11,18 +11,26 @@ from .model import FileError, Finding
 TOOL_URI = "https://github.com/gradmode-lint/gradmode-lint"
 
 
-def render_text(findings: Sequence[Finding]) -> str:
+def render_text(findings: Sequence[Finding], notes: bool = True) -> str:
+    """``path:line:col: CODE message``, then the why-chain on indented lines."""
     lines = []
     for f in findings:
         fix = " [*]" if f.fixable == "safe" else (" [unsafe fix]" if f.fixable == "unsafe" else "")
         lines.append(f"{f.path}:{f.line}:{f.col + 1}: {f.code} {f.message}{fix}")
+        if notes:
+            lines.extend(f"    {note}" for note in f.notes)
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def render_json(findings: Sequence[Finding], errors: Sequence[FileError]) -> str:
+def _serving(serving) -> dict:
+    return {"mode": serving.mode, "source": serving.source, "evidence": serving.evidence} if serving else {}
+
+
+def render_json(findings: Sequence[Finding], errors: Sequence[FileError], serving=None) -> str:
     return json.dumps(
         {
             "version": __version__,
+            "serving_grad_mode": _serving(serving),
             "findings": [dict(f.to_dict(), col=f.col + 1) for f in findings],
             "errors": [{"path": e.path, "message": e.message} for e in errors],
         },
@@ -35,11 +43,11 @@ def _uri(path: str) -> str:
     return p.as_posix() if not p.is_absolute() else p.as_uri()
 
 
-def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError]) -> str:
+def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError], serving=None) -> str:
     from .rules import ALL_RULES
 
-    rules = sorted(ALL_RULES.values(), key=lambda r: r.code)
-    rule_index = {r.code: i for i, r in enumerate(rules)}
+    rules = sorted(ALL_RULES.values(), key=lambda r: r.CODE)
+    rule_index = {r.CODE: i for i, r in enumerate(rules)}
     run = {
         "tool": {
             "driver": {
@@ -48,12 +56,12 @@ def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError]) -> st
                 "informationUri": TOOL_URI,
                 "rules": [
                     {
-                        "id": r.code,
-                        "name": r.name,
-                        "shortDescription": {"text": r.summary},
-                        "fullDescription": {"text": r.rationale},
-                        "help": {"text": f"{r.rationale}\n\nFix: {r.fix}"},
-                        "defaultConfiguration": {"level": r.severity},
+                        "id": r.CODE,
+                        "name": r.NAME,
+                        "shortDescription": {"text": r.SUMMARY},
+                        "fullDescription": {"text": r.RATIONALE},
+                        "help": {"text": f"{r.RATIONALE}\n\nFix: {r.FIX}"},
+                        "defaultConfiguration": {"level": r.SEVERITY},
                     }
                     for r in rules
                 ],
@@ -64,7 +72,7 @@ def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError]) -> st
                 "ruleId": f.code,
                 "ruleIndex": rule_index[f.code],
                 "level": f.severity,
-                "message": {"text": f.message},
+                "message": {"text": "\n".join([f.message, *f.notes])},
                 "locations": [
                     {
                         "physicalLocation": {
@@ -79,6 +87,7 @@ def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError]) -> st
         "invocations": [
             {
                 "executionSuccessful": not errors,
+                "properties": {"servingGradMode": _serving(serving)},
                 "toolExecutionNotifications": [
                     {
                         "level": "error",
@@ -99,15 +108,26 @@ def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError]) -> st
 
 
 def explain(code: str) -> str:
+    """A rule's page, generated from the rule class: its docs and the same examples the tests run."""
     from .rules import ALL_RULES
 
     rule = ALL_RULES[code]
     indent = lambda text: "\n".join("    " + line for line in text.rstrip().splitlines())  # noqa: E731
+
+    def examples(title: str, cases) -> str:
+        parts = []
+        for case in cases:
+            files = case if isinstance(case, dict) else {"": case}
+            for path, source in files.items():
+                parts.append((f"  # {path}\n" if path else "") + indent(source))
+        return f"{title}:\n" + "\n\n".join(parts) + "\n" if parts else ""
+
+    state = "" if rule.DEFAULT_ENABLED else ", opt-in"
     return (
-        f"{rule.code} ({rule.name}, {rule.severity})\n"
-        f"{rule.summary}\n\n"
-        f"Why:\n{indent(rule.rationale)}\n\n"
-        f"Bad:\n{indent(rule.bad)}\n\n"
-        f"Good:\n{indent(rule.good)}\n\n"
-        f"Fix:\n{indent(rule.fix)}\n"
+        f"{rule.CODE} ({rule.NAME}, {rule.SEVERITY}{state})\n"
+        f"{rule.SUMMARY}\n\n"
+        f"Why:\n{indent(rule.RATIONALE)}\n\n"
+        f"Fix:\n{indent(rule.FIX)}\n\n"
+        + examples("Reported (INVALID)", rule.INVALID) + "\n"
+        + examples("Not reported (VALID)", rule.VALID)
     )

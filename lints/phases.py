@@ -231,7 +231,7 @@ class Phases:
         queue = deque([(fid, 0)])
         while queue:
             current, level = queue.popleft()
-            if current in self.warm:
+            if current in self.roots:
                 return current
             if level < depth:
                 for edge in self.graph.edges(current):
@@ -272,9 +272,8 @@ class Phases:
             for call_index, call in enumerate(fn["calls"]):
                 if index >= 0 and not self._inside(fn, call[C_WITH], index):
                     continue
-                if self.regions.inference_state(fid, call[C_WITH]) == (INFERENCE_OFF,) or (
-                        (state := self.regions.inference_state(fid, call[C_WITH])) is not None
-                        and state[0] == INFERENCE_OFF):
+                state = self.regions.inference_state(fid, call[C_WITH])
+                if state is not None and state[0] == INFERENCE_OFF:
                     continue
                 for target in self.graph.call_targets(fid, call_index, loose=True):
                     self._offer(reach, queue, target, origin, Reach(fid, call[C_LINE]))
@@ -351,6 +350,12 @@ class Phases:
         for mode, dec in self.regions.decorator_modes(fid):
             if mode.mode in (INFERENCE, NO_GRAD):
                 return mode.mode, f"{project.label(fid)} decorated {mode.via} at {project.where(fid, dec[1])}"
+        fn = project.function(fid)
+        for index, record in enumerate(fn["withs"]):
+            for modes in self.regions.with_modes(fid, index):
+                for mode in modes:
+                    if mode.mode in (INFERENCE, NO_GRAD):
+                        return mode.mode, f"{project.label(fid)} enters {mode.via} at {project.where(fid, record[0])}"
         reach = self.inference_reach()
         if fid in reach and not reach[fid][0].warm:
             origin = reach[fid][0]

@@ -14,8 +14,8 @@ from typing import NamedTuple, Optional
 
 from . import names
 from .project import EXTERNAL, FUNC, LOCAL, PARAM, Project
-from .summary import (A_TARGET, A_VALUE, C_ARGS, C_FUNC, C_KWARGS, D_COL, D_EXPR, D_LINE, I_COL, I_EXPR, I_LINE,
-                      R_VALUE, R_WITH, R_YIELD, W_ITEMS, W_PARENT)
+from .summary import (A_TARGET, A_VALUE, C_ARGS, C_FUNC, C_KWARGS, D_EXPR, I_EXPR, R_VALUE, R_WITH, R_YIELD, W_ITEMS,
+                      W_PARENT)
 
 INFERENCE, INFERENCE_OFF, NO_GRAD, ENABLE_GRAD, UNKNOWN, PARAM_MODE = (
     "inference_mode", "inference_off", "no_grad", "enable_grad", "unknown", "param")
@@ -288,6 +288,3 @@ def local_assigned(project: Project, fid: str, name: str) -> list:
     return [fact[A_VALUE] for fact in project.function(fid)["assigns"]
             if fact[A_TARGET][0] == "n" and fact[A_TARGET][1] == name]
 
-
-__all__ = ["Regions", "Mode", "INFERENCE", "INFERENCE_OFF", "NO_GRAD", "ENABLE_GRAD", "UNKNOWN", "PARAM_MODE",
-           "FUNC", "D_LINE", "D_COL", "I_LINE", "I_COL"]

@@ -4,6 +4,7 @@ from typing import Iterator
 
 from ..analysis import ProjectAnalysis
 from ..model import Finding, Fix
+from ..phases import match
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
 from ..summary import C_COL, C_LINE, C_WITH, I_COL, I_LINE, W_BARE_CALLS, W_COL, W_INNER, W_ITEMS, W_LINE, W_PARENT, \
@@ -70,17 +71,24 @@ class WarmPathCalledUnderInferenceMode(Rule):
             fn = project.function(fid)
             shared = fid in phases.warm or fid in phases.serving
             warm_calls: dict[int, str] = {}
+            names_only: dict[int, str] = {}
             for index, call in enumerate(fn["calls"]):
                 if with_index >= 0 and not phases._inside(fn, call[C_WITH], with_index):
                     continue
                 state = analysis.regions.inference_state(fid, call[C_WITH])
                 if state is None or state[0] != INFERENCE:
                     continue
-                for target in analysis.graph.call_targets(fid, index):
+                targets = analysis.graph.call_targets(fid, index)
+                for target in targets:
                     warm = phases.reaches_warm(target)
                     if warm is not None:
                         warm_calls[index] = warm
                         break
+                func = call[0]
+                if not targets and func[0] == "n" and (pattern := match(func[1].rsplit(".", 1)[-1],
+                                                                         analysis.config.path_patterns)):
+                    names_only[index] = f"`{func[1]}()` matches `{pattern}` (its class is not known)"
+                    warm_calls[index] = ""
             if not warm_calls:
                 continue
             fixes: tuple[Fix, ...] = ()
@@ -91,9 +99,11 @@ class WarmPathCalledUnderInferenceMode(Rule):
                     fixes = (Fix("decorator_no_grad", (origin.line, _decorator_col(fn, origin.line)), False),)
             for index, warm in sorted(warm_calls.items()):
                 call = fn["calls"][index]
-                callee = project.label(warm)
-                why = phases.why_warm(warm)
-                note = f"{callee} is a warm path ({why})"
+                if warm:
+                    callee = project.label(warm)
+                    note = f"{callee} is a warm path ({phases.why_warm(warm)})"
+                else:
+                    callee, note = f"`{call[0][1]}()`", names_only[index]
                 yield self.finding(analysis, fid, call[C_LINE], call[C_COL],
                                    f"warm path {callee} called under {origin.via} (line {origin.line}): {CRASH}",
                                    (note,) + (("the caller is shared with serving: fix it there by hand",)
