@@ -53,6 +53,53 @@ class ProjectAnalysis:
             self.serving = ServingMode(mode, "inferred", evidence)
 
     @functools.cached_property
+    def _class_serving(self) -> dict[str, tuple[str, str]]:
+        """class id -> (mode, evidence) where that class's own serving entry points set a mode explicitly."""
+        votes: dict[str, list[tuple[str, str]]] = {}
+        for fid in self.phases.serving_roots:
+            cid = self.project.class_of(fid)
+            if cid is None:
+                continue
+            explicit = self.phases.explicit_mode(fid)
+            if explicit is not None:
+                votes.setdefault(cid, []).append(explicit)
+        out = {}
+        for cid, found in votes.items():
+            on = [e for m, e in found if m == INFERENCE]
+            off = [e for m, e in found if m != INFERENCE]
+            out[cid] = (INFERENCE, on[0]) if len(on) > len(off) else ("no_grad", off[0]) if off else (INFERENCE, on[0])
+        return out
+
+    def serving_mode_for(self, fid: str) -> ServingMode:
+        """The serving grad mode that code in ``fid`` must agree with: its own class's serving entry points
+        when they set one (a TPU runner may serve under no_grad beside a GPU runner under inference mode),
+        else the project's."""
+        if self.serving.source == "config":
+            return self.serving
+        cid = self.project.class_of(fid)
+        if cid is not None:
+            for klass in self.project.mro(cid):
+                found = self._class_serving.get(klass)
+                if found is not None:
+                    return ServingMode(found[0], "inferred", found[1])
+        return self.serving
+
+    def runs_code(self, fid: str, with_index: int) -> bool:
+        """Whether a region makes any call (a region that calls nothing allocates nothing)."""
+        fn = self.project.function(fid)
+        if with_index < 0:
+            decorators = {dec[0][1] for dec in fn["dec"] if dec[0][0] == "c"}
+            return bool(fn["nested"]) or any(i not in decorators for i in range(len(fn["calls"])))
+        withs = fn["withs"]
+        # a call inside, or a yield: a context manager yielding there runs its caller's block
+        for current in [call[5] for call in fn["calls"]] + [ret[3] for ret in fn["rets"] if ret[4]]:
+            while current >= 0:
+                if current == with_index:
+                    return True
+                current = withs[current][3]
+        return False
+
+    @functools.cached_property
     def buffers(self) -> Buffers:
         return Buffers(self.project, self.graph, self.regions)
 

@@ -65,10 +65,7 @@ def fix_text(source: SourceFile, options: FixOptions) -> tuple[Optional[str], li
     applicable = [f for f in findings if f.fixes and (f.fixable == "safe" or options.unsafe_fixes)]
     if not applicable:
         return None, findings, None
-    too_big = source_limits_error(source.text)
-    if too_big is not None:
-        return None, [], too_big
-    try:
+    try:  # fix_file has checked the text against the parser's limits (lints.limits)
         module = cst.parse_module(source.text)
     except cst.ParserSyntaxError as exc:
         return None, [], f"cannot parse for fixing: {' '.join(exc.message.split())}"

@@ -23,11 +23,23 @@ from .model import FileError, Finding, Fix
 from .summary import SCHEMA, import_root, module_name_for, summarize
 
 _NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
-CACHE_FORMAT = f"gradmode-summaries/{SCHEMA}/{__version__}"
+def _tool_fingerprint() -> str:
+    """The tool's own files (size, mtime): an edited checkout of the tool never reuses stale results."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.blake2b(digest_size=8)
+    for current, _dirs, names in sorted(os.walk(folder)):
+        for name in sorted(n for n in names if n.endswith(".py")):
+            st = os.stat(os.path.join(current, name))
+            h.update(f"{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+CACHE_FORMAT = f"gradmode-summaries/{SCHEMA}/{__version__}/{_tool_fingerprint()}"
 
 
 def find_project_root(paths: Sequence[str]) -> str:
-    """The nearest folder above the first path holding ``pyproject.toml`` or ``.git``; else the path's folder."""
+    """The nearest folder above the first path holding ``pyproject.toml`` or ``.git``; without one, the
+    outermost folder above it holding an ``__init__.py`` (the top package), else the path's folder."""
     first = os.path.abspath(paths[0]) if paths else os.getcwd()
     start = first if os.path.isdir(first) else os.path.dirname(first)
     current = start
@@ -36,8 +48,13 @@ def find_project_root(paths: Sequence[str]) -> str:
             return current
         parent = os.path.dirname(current)
         if parent == current:
-            return start
+            break
         current = parent
+    package = start
+    for folder in [start, *Path(start).parents]:
+        if os.path.isfile(os.path.join(folder, "__init__.py")):
+            package = str(folder)
+    return package
 
 
 def _display_root(root: str, paths: Sequence[str]) -> str:

@@ -7,20 +7,16 @@ import contextlib
 import dataclasses
 import errno
 import fnmatch
-import hashlib
 import io
 import os
 import re
 import signal
 import stat
-import sys
 import tempfile
 import time
 import tokenize
-from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, Sequence, TypeVar, Union
 
-from . import __version__
 from .model import FileError
 
 T = TypeVar("T")
@@ -191,6 +187,9 @@ def _crash_error(item: object, why: str) -> FileError:
     return FileError(_item_path(item), f"internal error: {why}")
 
 
+_POLL_SECONDS = 0.2
+
+
 def _worker_init() -> None:
     """Workers leave Ctrl-C and SIGTERM to the main process, which stops them (see ``_stop``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -209,15 +208,21 @@ def _pool_round(func, items, order: list[int], workers: int, results: dict, prog
             except concurrent.futures.process.BrokenProcessPool:
                 lost.extend(order[n:])
                 break
-        for future in concurrent.futures.as_completed(futures):
-            i = futures[future]
-            try:
-                results[i] = future.result()
-            except concurrent.futures.process.BrokenProcessPool:
-                lost.append(i)
-                continue
-            if progress:
-                progress(1)
+        pending = set(futures)
+        while pending:
+            # A timed wait: a signal that the kernel hands to one of the pool's threads only runs its
+            # Python handler once the main thread runs again, which an untimed wait would not let it.
+            done, pending = concurrent.futures.wait(pending, timeout=_POLL_SECONDS,
+                                                    return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in sorted(done, key=futures.__getitem__):
+                i = futures[future]
+                try:
+                    results[i] = future.result()
+                except concurrent.futures.process.BrokenProcessPool:
+                    lost.append(i)
+                    continue
+                if progress:
+                    progress(1)
     except BaseException:  # Ctrl-C, SIGTERM (as SystemExit), or func's own exception
         _stop(pool)
         raise
@@ -229,17 +234,18 @@ def _pool_round(func, items, order: list[int], workers: int, results: dict, prog
 def _stop(pool: concurrent.futures.ProcessPoolExecutor) -> None:
     """Cancel what has not started and stop the workers. A worker is never stopped halfway through
     a write: ``write_file`` defers SIGTERM and SIGINT until the file is whole."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
     pool.shutdown(wait=False, cancel_futures=True)
-    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
-    if terminate is not None:
-        terminate()
-    else:
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            try:
-                proc.terminate()
-            except (OSError, AttributeError, ValueError):
-                pass
-    pool.shutdown(wait=True)
+    for proc in processes:
+        try:
+            proc.terminate()
+        except (OSError, AttributeError, ValueError):
+            pass
+    for proc in processes:
+        try:
+            proc.join(5)
+        except (OSError, AttributeError, ValueError, AssertionError):
+            pass
 
 
 def _isolated_child(func, item, conn) -> None:
@@ -272,7 +278,7 @@ def _isolated_round(func, items, order: list[int], workers: int, results: dict, 
                 proc.start()
                 send.close()
                 running[receive] = (i, proc)
-            for receive in multiprocessing.connection.wait(list(running)):
+            for receive in multiprocessing.connection.wait(list(running), timeout=_POLL_SECONDS):
                 i, proc = running.pop(receive)
                 try:
                     ok, value = receive.recv()

@@ -115,6 +115,22 @@ class Phases:
         self._semantic[fid] = found
         return found
 
+    def is_context_factory(self, fid: str) -> bool:
+        """A helper that only builds a context (a @contextmanager, or one returning a grad-mode switch or an
+        autotune context): calling it runs no warm code; its caller's block runs under the context."""
+        if self.regions.is_context_manager(fid) or self.regions.returns(fid):
+            return True
+        fn = self.project.function(fid)
+        for ret in fn["rets"]:
+            value = ret[0]
+            if value[0] == "c":
+                func = fn["calls"][value[1]][C_FUNC]
+                if func[0] == "n":
+                    symbol = self.project.resolve(fid, func[1])
+                    if symbol is not None and symbol.kind == EXTERNAL and names.is_autotune(symbol.target):
+                        return True
+        return False
+
     def _replays(self, fn: dict) -> Optional[int]:
         for call in fn["calls"]:
             func = call[C_FUNC]
@@ -333,7 +349,7 @@ class Phases:
         on: list[str] = []
         off: list[str] = []
         for fid in sorted(self.serving_roots):
-            evidence = self._explicit_mode(fid)
+            evidence = self.explicit_mode(fid)
             if evidence is None:
                 continue
             (on if evidence[0] == INFERENCE else off).append(evidence[1])
@@ -345,7 +361,7 @@ class Phases:
                 f" ({len(on)} under inference mode)" if on else "")
         return NO_GRAD, "the default: no serving root sets a grad mode the analysis can resolve"
 
-    def _explicit_mode(self, fid: str) -> Optional[tuple[str, str]]:
+    def explicit_mode(self, fid: str) -> Optional[tuple[str, str]]:
         project = self.project
         for mode, dec in self.regions.decorator_modes(fid):
             if mode.mode in (INFERENCE, NO_GRAD):

@@ -284,8 +284,9 @@ class Project:
     def _resolve_global(self, full: str) -> Optional[Symbol]:
         parts = full.split(".")
         if parts[0] not in self._tops:
-            # src layouts and vendored trees: `pkg.mod` may be known here as `src.pkg.mod`
-            for cut in range(len(parts), 0, -1):
+            # src layouts and vendored trees: `pkg.mod` may be known here as `src.pkg.mod` (two names at
+            # least must match: a lone `flashinfer` is the library, not some `x.y.flashinfer` module here)
+            for cut in range(len(parts), 1, -1):
                 matches = self._suffixes.get(".".join(parts[:cut]), [])
                 if len(matches) == 1:
                     parts = matches[0].split(".") + parts[cut:]

@@ -148,7 +148,7 @@ class Regions:
         self._returns[fid] = ()  # guards recursion
         fn = self.project.function(fid)
         out: list[Mode] = []
-        is_cm = self._is_context_manager(fid)
+        is_cm = self.is_context_manager(fid)
         for ret in fn["rets"]:
             if ret[R_YIELD]:
                 if is_cm:
@@ -159,7 +159,7 @@ class Regions:
         self._returns[fid] = tuple(out)
         return self._returns[fid]
 
-    def _is_context_manager(self, fid: str) -> bool:
+    def is_context_manager(self, fid: str) -> bool:
         for dec in self.project.function(fid)["dec"]:
             expr = dec[D_EXPR]
             if expr[0] == "n":

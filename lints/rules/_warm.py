@@ -7,10 +7,13 @@ from ..analysis import ProjectAnalysis, Switch
 
 
 def warm_switches(analysis: ProjectAnalysis, mode: str) -> Iterator[tuple[Switch, str]]:
-    """(switch, why the function is warm) for each enabled ``mode`` switch in warm-only code."""
+    """(switch, why the function is warm) for each enabled ``mode`` switch in warm-only code whose
+    serving mode differs, around code that calls something (a region that calls nothing allocates nothing)."""
+    serving = "no_grad" if mode == "inference_mode" else "inference_mode"
     for fid in analysis.warm_functions():
-        switches = [s for s in analysis.switches(fid) if s.mode == mode]
-        if switches:
+        switches = [s for s in analysis.switches(fid) if s.mode == mode and (
+            s.role not in ("with", "decorator") or analysis.runs_code(fid, s.with_index))]
+        if switches and analysis.serving_mode_for(fid).mode == serving:
             why = analysis.phases.why_warm(fid)
             for switch in switches:
                 yield switch, why

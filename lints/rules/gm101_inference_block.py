@@ -122,8 +122,6 @@ class InferenceModeBlockInWarmPath(Rule):
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
-        if analysis.serving.mode == INFERENCE:
-            return
         project = analysis.project
         for switch, why in warm_switches(analysis, INFERENCE):
             if switch.role == "with":
@@ -136,6 +134,8 @@ class InferenceModeBlockInWarmPath(Rule):
                                    f"`enter_context({switch.text})` {where(analysis, switch.fid)}: {CRASH}", (why,),
                                    (Fix("null_context", (switch.line, switch.col), True),))
         for fid in analysis.warm_functions():
+            if analysis.serving_mode_for(fid).mode == INFERENCE:
+                continue
             record_list = project.function(fid)["withs"]
             for w_index, i_index, mode in analysis.indirect_with_items(fid):
                 record = record_list[w_index]

@@ -67,8 +67,6 @@ class InferenceModeDecoratorOnWarmPath(Rule):
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
-        if analysis.serving.mode == INFERENCE:
-            return
         project = analysis.project
         for switch, why in warm_switches(analysis, INFERENCE):
             if switch.role == "decorator":
@@ -76,6 +74,8 @@ class InferenceModeDecoratorOnWarmPath(Rule):
                                    f"`@{switch.text}` {where(analysis, switch.fid)}: {CRASH}", (why,),
                                    (Fix("decorator_no_grad", (switch.line, switch.col), True),))
         for fid in analysis.warm_functions():
+            if analysis.serving_mode_for(fid).mode == INFERENCE or not analysis.runs_code(fid, -1):
+                continue
             for mode, dec in analysis.regions.decorator_modes(fid):
                 if mode.mode == INFERENCE and not mode.direct and mode.source != fid:
                     yield self.finding(analysis, fid, dec[1], dec[2],

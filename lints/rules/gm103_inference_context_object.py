@@ -54,8 +54,6 @@ class InferenceModeContextObjectInWarmPath(Rule):
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
-        if analysis.serving.mode == INFERENCE:
-            return
         for switch, why in warm_switches(analysis, INFERENCE):
             if switch.role == "object":
                 yield self.finding(analysis, switch.fid, switch.line, switch.col,

@@ -62,12 +62,10 @@ class WarmPathCalledUnderInferenceMode(Rule):
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
-        if analysis.serving.mode == INFERENCE:
-            return
-        project, phases = analysis.project, analysis.phases
+        project, phases, regions = analysis.project, analysis.phases, analysis.regions
         for fid, with_index, origin in phases.inference_regions():
-            if phases.is_warm_only(fid):
-                continue  # GM101/GM102 report the switch itself
+            if phases.is_warm_only(fid) or analysis.serving_mode_for(fid).mode == INFERENCE:
+                continue  # GM101/GM102 report the switch itself; or every phase agrees
             fn = project.function(fid)
             shared = fid in phases.warm or fid in phases.serving
             warm_calls: dict[int, str] = {}
@@ -80,6 +78,8 @@ class WarmPathCalledUnderInferenceMode(Rule):
                     continue
                 targets = analysis.graph.call_targets(fid, index)
                 for target in targets:
+                    if phases.is_context_factory(target):
+                        continue  # building a context runs nothing; the caller's block runs under it
                     warm = phases.reaches_warm(target)
                     if warm is not None:
                         warm_calls[index] = warm

@@ -123,11 +123,11 @@ class LazyBufferBecomesInferenceTensor(Rule):
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
-        if analysis.serving.mode == INFERENCE:
-            return
         project, phases, regions = analysis.project, analysis.phases, analysis.regions
         reach = None
         for alloc, mutations in lazy_buffers(analysis):
+            if analysis.serving_mode_for(alloc.fid).mode == INFERENCE:
+                continue
             local = regions.inference_state(alloc.fid, alloc.with_index)
             if local is not None and local[0] == INFERENCE_OFF:
                 continue
