@@ -28,8 +28,8 @@ class BufferKey(NamedTuple):
     name: str
 
     def text(self) -> str:
-        if self.kind == "attr":
-            return f"self.{self.name}"
+        if self.kind == "attr":  # `Class.attr`: the buffer may be reached through another object
+            return f"{self.owner.rsplit(':', 1)[-1]}.{self.name}"
         if self.kind == "getter":
             return f"{self.name}()"
         return self.name

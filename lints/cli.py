@@ -6,6 +6,7 @@ be read, decoded or parsed (the other files are still linted and reported).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -13,7 +14,7 @@ from typing import Optional, Sequence
 from . import __version__
 from .config import SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config, split_codes
 from .files import MAX_FILE_BYTES, default_jobs
-from .output import explain, render_json, render_sarif, render_text
+from .output import explain, render_github, render_json, render_sarif, render_statistics, render_text
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -41,7 +42,14 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    base, _ = load_config(args.config)
+    """[tool.gradmode] of the nearest pyproject.toml above the linted paths (not the cwd: running from
+    elsewhere gives the same result), then the command line over it."""
+    given = [p for p in getattr(args, "paths", []) if p != "-"] or (
+        [args.stdin_filename] if getattr(args, "stdin_filename", None) else [])
+    start = Path(given[0]).resolve() if given else None
+    if start is not None and not start.is_dir():
+        start = start.parent
+    base, _ = load_config(args.config, start=start)
 
     def globs(value: Optional[str]) -> Optional[tuple[str, ...]]:
         return None if value is None else tuple(v.strip() for v in value.split(",") if v.strip())
@@ -78,7 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 clean, 1 findings, 2 usage error or unreadable/unparsable file.",
     )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (folders: every *.py below)")
-    parser.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    parser.add_argument("--format", choices=("text", "concise", "json", "sarif", "github"), default="text",
+                        help="text: each finding and its why-chain; concise: one line each; github: workflow "
+                             "annotations")
+    parser.add_argument("--statistics", action="store_true", help="print the number of findings per code")
+    parser.add_argument("--stdin-filename", metavar="PATH",
+                        help="with PATH `-`: the file name the text read from stdin stands for")
+    parser.add_argument("--fix", action="store_true", help="apply the safe fixes (runs `python -m lints.codemod`)")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the text output (auto: on a terminal, unless NO_COLOR is set)")
     parser.add_argument("--output", "-o", type=Path, help="write the report here instead of stdout")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (errors still exit 2)")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
@@ -102,6 +118,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_CLEAN
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.fix:
+        from .codemod import main as fix_main
+
+        return fix_main([a for a in argv if a != "--fix" and not a.startswith("--format")
+                         and a not in ("--statistics", "--exit-zero")])
     try:
         config = config_from_args(args)
     except ConfigError as exc:
@@ -115,16 +136,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     jobs = args.jobs if args.jobs and args.jobs > 0 else default_jobs()
     from .engine import lint_project  # only now: `--version` and `rules` stay cheap
 
-    run = lint_project(args.paths, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
-                       use_cache=not args.no_cache, max_bytes=args.max_file_size)
+    paths, overrides = list(args.paths), None
+    if paths == ["-"]:  # editors and pre-commit-style integrations send the buffer on stdin
+        if not args.stdin_filename:
+            print("gradmode-lint: error: `-` needs --stdin-filename PATH", file=sys.stderr)
+            return EXIT_ERROR
+        paths, overrides = [args.stdin_filename], {args.stdin_filename: sys.stdin.read()}
+    run = lint_project(paths, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
+                       use_cache=not args.no_cache, max_bytes=args.max_file_size, overrides=overrides)
     findings, errors, nfiles = run.findings, run.errors, len(run.files)
     serving = run.serving
     if args.format == "json":
         report = render_json(findings, errors, serving)
     elif args.format == "sarif":
         report = render_sarif(findings, errors, serving)
+    elif args.format == "github":
+        report = render_github(findings, errors)
     else:
-        report = render_text(findings)
+        report = render_text(findings, notes=args.format == "text", color=_use_color(args))
+    if args.statistics:
+        report += render_statistics(findings)
     if args.output:
         args.output.write_text(report, encoding="utf-8")
     else:
@@ -141,6 +172,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if errors:
         return EXIT_ERROR
     return EXIT_FINDINGS if findings and not args.exit_zero else EXIT_CLEAN
+
+
+def _use_color(args: argparse.Namespace) -> bool:
+    if args.color != "auto":
+        return args.color == "always"
+    return not os.environ.get("NO_COLOR") and not args.output and sys.stdout.isatty()
 
 
 def _explain(codes: Sequence[str]) -> int:

@@ -109,8 +109,9 @@ def find_pyproject(start: Path) -> Optional[Path]:
         if candidate.is_file():
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                continue
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                # a broken config must not be skipped silently: the user meant something by it
+                raise ConfigError(f"{candidate}: cannot read config: {exc}") from exc
             if "gradmode" in data.get("tool", {}):
                 return candidate
     return None

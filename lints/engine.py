@@ -321,13 +321,13 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     """
     from .analysis import ServingMode
 
-    requested, errors = discover(paths, config.exclude)
-    requested = [os.path.normpath(p) for p in requested]
+    overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
+    requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude)
+    requested = [os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested]
     root = os.path.normpath(_display_root(find_project_root(paths or ["."]), paths))
     cache = SummaryCache(cache_dir if cache_dir is not None else Path(root) / ".gradmode_cache") \
         if use_cache else None
-    overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
-    entries = project_files(root, config, [p for p in requested if _outside(p, root)], overrides)
+    entries = project_files(root, config, [p for p in requested if _outside(p, root) or p in overrides], overrides)
     digest = _digest(config, entries)
     cached = cache.results(digest) if cache is not None and not overrides else None
     analysis = None

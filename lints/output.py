@@ -11,14 +11,47 @@ from .model import FileError, Finding
 TOOL_URI = "https://github.com/gradmode-lint/gradmode-lint"
 
 
-def render_text(findings: Sequence[Finding], notes: bool = True) -> str:
-    """``path:line:col: CODE message``, then the why-chain on indented lines."""
+def render_text(findings: Sequence[Finding], notes: bool = True, color: bool = False) -> str:
+    """``path:line:col: CODE message``, then (``notes``) the why-chain on indented lines."""
+    bold, red, yellow, dim, reset = ("\033[1m", "\033[31m", "\033[33m", "\033[2m", "\033[0m") if color \
+        else ("",) * 5
     lines = []
     for f in findings:
         fix = " [*]" if f.fixable == "safe" else (" [unsafe fix]" if f.fixable == "unsafe" else "")
-        lines.append(f"{f.path}:{f.line}:{f.col + 1}: {f.code} {f.message}{fix}")
+        tint = red if f.severity == "error" else yellow
+        lines.append(f"{bold}{f.path}{reset}:{f.line}:{f.col + 1}: {tint}{bold}{f.code}{reset} {f.message}{fix}")
         if notes:
-            lines.extend(f"    {note}" for note in f.notes)
+            lines.extend(f"    {dim}{note}{reset}" for note in f.notes)
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def render_statistics(findings: Sequence[Finding]) -> str:
+    """ruff's --statistics: a count per code, most frequent first."""
+    counts: dict[str, int] = {}
+    for f in findings:
+        counts[f.code] = counts.get(f.code, 0) + 1
+    fixable = {f.code for f in findings if f.fixable == "safe"}
+    return "".join(f"{n:>5}  {code}{' [*]' if code in fixable else ''}\n"
+                   for code, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(findings: Sequence[Finding], errors: Sequence[FileError]) -> str:
+    """GitHub Actions workflow commands: one ``::error``/``::warning`` annotation per finding."""
+    lines = []
+    for f in findings:
+        level = "error" if f.severity == "error" else "warning"
+        lines.append(f"::{level} title=gradmode-lint ({f.code}),file={_escape_property(f.path)},line={f.line},"
+                     f"col={f.col + 1}::{_escape_data(f'{f.code} {f.message}')}")
+    for e in errors:
+        lines.append(f"::error title=gradmode-lint,file={_escape_property(e.path)}::{_escape_data(e.message)}")
     return "\n".join(lines) + ("\n" if lines else "")
 
 

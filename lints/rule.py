@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 
 Example = Union[str, dict]
 
-CRASH = "the buffers it lazily allocates become inference tensors and crash on their first in-place update " \
-        "outside inference mode"
+CRASH = "buffers allocated there become inference tensors"
 
 
 class Rule:

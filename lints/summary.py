@@ -183,15 +183,17 @@ class _Summarizer:
         while stack:
             current = stack.pop()
             kind = type(current)
-            if kind in (ast.Call, ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom):
+            if kind in _MODELLED:
                 self.expr(current, scope)
                 continue
-            if kind in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
+            if kind in _LEAVES:
+                continue
+            if kind in _COMPREHENSIONS:
                 for gen in current.generators:
                     if isinstance(gen.target, ast.Name):
                         scope.data["assigns"].append(self._fact(["n", gen.target.id], self.expr(gen.iter, scope),
                                                                 None, gen.target, scope))
-            stack.extend(ast.iter_child_nodes(current))
+            _push_children(current, stack)
 
     def call(self, node: ast.Call, scope: _Scope):
         func = node.func
@@ -242,7 +244,10 @@ class _Summarizer:
 
     def _guard(self, test: ast.AST, scope: _Scope, orelse: bool) -> int:
         names: set[str] = set()
-        for sub in ast.walk(test):
+        stack = [test]
+        while stack:
+            sub = stack.pop()
+            _push_children(sub, stack)
             if isinstance(sub, (ast.Name, ast.Attribute)):
                 dotted = _dotted(sub)
                 if dotted:
@@ -429,6 +434,30 @@ class _Summarizer:
                 for child in ast.iter_child_nodes(stmt):
                     if isinstance(child, ast.expr):
                         self.walk_expr(child, outer)
+
+
+_MODELLED = frozenset({ast.Call, ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom})
+_LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del})
+_COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
+# Fields that never hold an expression with a call: operators and load/store contexts.
+_NOT_CHILDREN = frozenset({"ctx", "op", "ops", "type_comment", "kind", "conversion", "level", "is_async"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _push_children(node: ast.AST, stack: list) -> None:
+    """``stack.extend(ast.iter_child_nodes(node))`` without operators and contexts, and faster."""
+    kind = type(node)
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        fields = _FIELDS[kind] = tuple(f for f in kind._fields if f not in _NOT_CHILDREN)
+    for name in fields:
+        value = getattr(node, name, None)
+        if value is None:
+            continue
+        if isinstance(value, list):
+            stack.extend(v for v in value if isinstance(v, ast.AST))
+        elif isinstance(value, ast.AST):
+            stack.append(value)
 
 
 def _dotted(node: ast.AST) -> Optional[str]:

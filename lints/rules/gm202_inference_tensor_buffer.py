@@ -152,5 +152,5 @@ class LazyBufferBecomesInferenceTensor(Rule):
                      f"inference mode: {region}", *(f"  {step}" for step in chain),
                      f"updated in place: {update}")
             yield self.finding(analysis, alloc.fid, alloc.line, alloc.col,
-                               f"`{alloc.key.text()}` becomes an inference tensor (first allocated under inference "
-                               f"mode on a warm path); its in-place update raises {_ERROR}", notes)
+                               f"`{alloc.key.text()}` becomes an inference tensor on a warm path; its in-place "
+                               f"update outside inference mode raises", notes)
