@@ -363,14 +363,16 @@ def _outside(path: str, root: str) -> bool:
 
 def _without_noqa(findings: list[Finding], texts: dict[str, str], overrides: dict[str, str]) -> list[Finding]:
     kept = []
+    lines_of: dict[str, list[str]] = {}
     for finding in findings:
-        if finding.path not in texts:
+        lines = lines_of.get(finding.path)
+        if lines is None:
             if finding.path in overrides:
-                texts[finding.path] = overrides[finding.path]
+                text = overrides[finding.path]
             else:
                 source = read_source(finding.path)
-                texts[finding.path] = source.text if isinstance(source, SourceFile) else ""
-        lines = texts[finding.path].splitlines()
+                text = source.text if isinstance(source, SourceFile) else ""
+            lines = lines_of[finding.path] = text.splitlines()
         line = lines[finding.line - 1] if 0 < finding.line <= len(lines) else ""
         if not is_suppressed(line, finding.code):
             kept.append(finding)

@@ -1,6 +1,8 @@
 """What GM201 and GM202 share: lazy allocations paired with the in-place updates of their buffer."""
 from __future__ import annotations
 
+from typing import Optional
+
 from ..analysis import ProjectAnalysis
 from ..buffers import Allocation, Mutation
 
@@ -11,15 +13,29 @@ def lazy_buffers(analysis: ProjectAnalysis) -> list[tuple[Allocation, list[Mutat
         return cached
     buffers = analysis.buffers
     by_key = buffers.mutations()
+    project = analysis.project
+    subclasses: Optional[dict[str, set[str]]] = None
     out = []
     for alloc in buffers.allocations:
         found = []
-        for key, mutations in by_key.items():
-            if buffers.matches(alloc.key, key):
-                for mutation in mutations:
+        seen = set()
+        candidates = [alloc.key]
+        if alloc.key.kind == "attr" and alloc.key.owner in project.classes:
+            # the same attribute of a base class or a subclass is the same buffer
+            if subclasses is None:
+                subclasses = {}
+                for cid in project.classes:
+                    for base in project.mro(cid)[1:]:
+                        subclasses.setdefault(base, set()).add(cid)
+            related = set(project.mro(alloc.key.owner)) | subclasses.get(alloc.key.owner, set())
+            candidates = [alloc.key._replace(owner=owner) for owner in sorted(related)]
+        for key in candidates:
+            if key in by_key:
+                for mutation in by_key[key]:
                     if mutation.fid == alloc.fid and _inside_guard(analysis, mutation, alloc):
                         continue  # initialisation right after the allocation runs in its own mode
-                    if mutation not in found:
+                    if mutation not in seen:
+                        seen.add(mutation)
                         found.append(mutation)
         if found:
             found.sort(key=lambda m: (analysis.project.path_of(m.fid) != analysis.project.path_of(alloc.fid),

@@ -11,7 +11,7 @@ from ._buffers import lazy_buffers
 class LazyBufferMutatedInPlace(Rule):
     CODE = "GM201"
     NAME = "lazy-buffer-mutated-in-place"
-    SUMMARY = "(opt-in) a lazily allocated reusable buffer that is updated in place elsewhere"
+    SUMMARY = "a lazily allocated reusable buffer that is updated in place elsewhere"
     RATIONALE = ("Whatever grad mode runs the first call decides for good whether the buffer is an inference "
                  "tensor. If warmup may allocate it under inference mode, its in-place updates crash outside "
                  "inference mode. Opt-in: a design smell, not a crash by itself (GM202 is the crash).")

@@ -1,0 +1,113 @@
+"""The caches are data (JSON), never code; a bad or foreign cache is a miss, never a wrong result."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+
+from lints.config import Config
+from lints.engine import lint_project
+
+from .helpers import ROOT, chdir, write_package
+
+BUGGY = {
+    "engine/warm.py": (
+        "import torch\n"
+        "def warmup(model):\n"
+        "    with torch.inference_mode():\n"
+        "        model()\n"),
+}
+
+
+class _Marker:
+    """Unpickling this writes a marker file: proof that a cache was executed."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _findings(root, config=Config(), **kwargs):
+    with chdir(root):
+        run = lint_project(["."], config, **kwargs)
+    return sorted((f.path, f.line, f.col, f.code) for f in run.findings), run
+
+
+def test_a_planted_pickle_cache_never_runs(tmp_path):
+    root = write_package(tmp_path / "repo", BUGGY)
+    marker = tmp_path / "ran"
+    cache = root / ".gradmode_cache"
+    cache.mkdir()
+    payload = pickle.dumps({"x": _Marker(str(marker))})
+    # every name a cache of ours has had, old pickle names included
+    for name in ("summaries.json", "results.json", "0.1.0-lint-0000.pickle"):
+        (cache / name).write_bytes(payload)
+    found, _ = _findings(root)
+    assert not marker.exists()
+    assert [code for *_, code in found] == ["GM101"]
+    # and through the CLI, which also reads the cache
+    env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    result = subprocess.run([sys.executable, "-m", "lints", "."], cwd=root, capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert not marker.exists(), result.stderr
+    assert "GM101" in result.stdout
+
+
+def test_a_corrupt_or_foreign_cache_changes_no_finding(tmp_path):
+    root = write_package(tmp_path / "repo", BUGGY)
+    clean, _ = _findings(root, use_cache=False)
+    cache = root / ".gradmode_cache"
+    for damage in (b"{not json", b"[]", json.dumps({"format": "someone else", "entries": {}}).encode(),
+                   b"\xff\xfe\x00"):
+        shutil.rmtree(cache, ignore_errors=True)
+        _findings(root)  # a good cache first
+        for name in ("summaries.json", "results.json"):
+            (cache / name).write_bytes(damage)
+        assert _findings(root)[0] == clean
+    # a well-formed cache whose entry lies about the file's content is a miss, not a finding source
+    shutil.rmtree(cache, ignore_errors=True)
+    _findings(root)
+    data = json.loads((cache / "summaries.json").read_text())
+    for entry in data["entries"].values():
+        entry[1]["functions"] = {}
+    (cache / "summaries.json").write_text(json.dumps(data))
+    (cache / "results.json").unlink()
+    (root / "engine" / "warm.py").write_text(BUGGY["engine/warm.py"] + "\n")  # new content: re-summarised
+    assert [code for *_, code in _findings(root)[0]] == ["GM101"]
+
+
+def test_same_content_at_two_paths_with_module_globs_cold_then_warm(tmp_path):
+    helper = "import torch\ndef prepare(model):\n    with torch.inference_mode():\n        model()\n"
+    root = write_package(tmp_path / "repo", {"engine/warmup/prep.py": helper, "engine/serving/prep.py": helper})
+    config = Config(module_globs=("*/warmup/*.py",))
+    cold, _ = _findings(root, config)
+    warm, run = _findings(root, config)
+    assert run.analysis is None  # the second run came from the result cache
+    assert cold == warm == [(os.path.join("engine", "warmup", "prep.py"), 3, 9, "GM101")]
+    # another config is another result
+    other, _ = _findings(root, Config())
+    assert other == []
+
+
+def test_a_rerun_after_an_edit_resummarises_only_that_file(tmp_path, monkeypatch):
+    files = dict(BUGGY)
+    for n in range(5):
+        files[f"engine/other{n}.py"] = f"def f{n}():\n    return {n}\n"
+    root = write_package(tmp_path / "repo", files)
+    _findings(root)
+    import lints.engine as engine
+
+    summarised = []
+    real = engine.summarize_source
+    monkeypatch.setattr(engine, "summarize_source", lambda source, *a: summarised.append(source.path) or real(
+        source, *a))
+    (root / "engine" / "other3.py").write_text("def f3():\n    return 33\n")
+    found, _ = _findings(root, jobs=1)
+    assert summarised == [os.path.join("engine", "other3.py")]
+    assert [code for *_, code in found] == ["GM101"]
