@@ -111,22 +111,35 @@ def py_files(root: Path) -> list[Path]:
     return sorted(out)
 
 
+MARKER = "# Written by bench/run.py: makes this folder the project root; default settings.\n[tool.gradmode]\n"
+
+
 def sample(name: str, root: Path, every: int) -> Path:
-    """Every ``every``-th file of ``root`` (sorted), copied with its layout; ``root`` itself for 1."""
-    if every <= 1:
+    """Every ``every``-th file of ``root`` (sorted), copied with its layout to
+    ``.bench/samples/<name>-every<every>/<root name>/`` next to a marker ``pyproject.toml``.
+
+    The linter analyses the whole project around the given paths (its root is the nearest folder
+    with a pyproject.toml or .git): a tree inside this repository (the downloaded trees, the venv's
+    torch) would otherwise be linted as part of this repository, so such a tree is always copied,
+    also for ``every`` = 1. A tree elsewhere is used in place for ``every`` = 1.
+    """
+    inside = REPO in root.resolve().parents
+    if every <= 1 and not inside:
         return root
+    every = max(1, every)
     dest = BENCH / "samples" / f"{name}-every{every}"
     files = py_files(root)[::every]
     stamp = dest / ".complete"
     if stamp.exists() and stamp.read_text() == str(len(files)):
-        return dest
+        return dest / root.name
     shutil.rmtree(dest, ignore_errors=True)
     for path in files:
-        target = dest / path.relative_to(root)
+        target = dest / root.name / path.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
+    (dest / "pyproject.toml").write_text(MARKER)
     stamp.write_text(str(len(files)))
-    return dest
+    return dest / root.name
 
 
 class Runner:
@@ -192,9 +205,6 @@ def bench_tree(name: str, root: Path, args: argparse.Namespace, runner: Runner) 
     if not args.skip_opt_in:
         r["ours_all"] = runner.time(f"gradmode-lint --select GM -j {jobs}", lint + ["--jobs", jobs, "--select", "GM"],
                                     repeat=1, ok=(0, 1, 2))
-    if not args.skip_no_prefilter:
-        r["ours_np"] = runner.time(f"gradmode-lint --no-prefilter -j {jobs}", lint + ["--jobs", jobs, "--no-prefilter"],
-                                   repeat=1, ok=(0, 1, 2))
     cache = runner.scratch / "cache"
     cached = [PROJECT_PY, "-m", "lints", root, "--cache-dir", cache, "--jobs", jobs]
     r["cache_cold"] = runner.time("gradmode-lint cold cache", cached, ok=(0, 1, 2),
@@ -235,10 +245,6 @@ def ratio_rows(r: dict, jobs: int) -> list[tuple[str, str, str, str]]:
         x = w["ours_all"] / w["floor_n"]
         rows.append((f"gradmode-lint --select GM (+GM201) / parse floor (-j {jobs})", f"{x:.2f}x", "<= 1.2x",
                      verdict(x, 1.2)))
-    if "ours_np" in w:
-        x = w["ours_np"] / w["floor_n"]
-        rows.append((f"gradmode-lint --no-prefilter / parse floor (-j {jobs})", f"{x:.2f}x", "<= 1.2x",
-                     verdict(x, 1.2)))
     x = w["cache_warm"] / w["cache_cold"]
     rows.append(("warm cache / cold run", f"{x:.3f}x", "<= 0.10x", verdict(x, 0.10)))
     x = w["ours_1"] / w["ours_n"]
@@ -253,7 +259,6 @@ def time_rows(r: dict, jobs: int) -> list[tuple[str, str, str]]:
         ("floor_1", "parse floor, --jobs 1"), ("floor_n", f"parse floor, --jobs {jobs}"),
         ("ours_1", "gradmode-lint --no-cache --jobs 1"), ("ours_n", f"gradmode-lint --no-cache --jobs {jobs}"),
         ("ours_all", f"gradmode-lint --no-cache --select GM (opt-in GM201 too) --jobs {jobs}"),
-        ("ours_np", f"gradmode-lint --no-cache --no-prefilter --jobs {jobs}"),
         ("cache_cold", f"gradmode-lint, cold cache, --jobs {jobs}"),
         ("cache_warm", f"gradmode-lint, warm cache (2nd run), --jobs {jobs}"),
         ("torchfix", f"TorchFix -j {jobs}"),
@@ -314,7 +319,7 @@ def render(results: list[dict], args: argparse.Namespace, argv: list[str], start
     parts = [
         f"Command: `python bench/run.py {' '.join(shlex.quote(a) for a in argv)}`  ",
         f"Run: {started}, machine: {machine()}, --jobs {args.jobs}, best of {args.repeat} "
-        f"(TorchFix, --select GM and --no-prefilter: 1 run)  ",
+        f"(TorchFix and --select GM: 1 run)  ",
         f"Load average before / after: {load[0]} / {load[1]}  ",
         "Versions: " + "; ".join(f"{k}: {val}" for k, val in v.items()),
         "",
@@ -359,9 +364,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--sample", type=int, default=None, help="keep every Nth file (default 1, 8 with --quick)")
     parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--repeat", type=int, default=3, help="best of N for the cheaper runs (default 3; "
-                        "TorchFix, --select GM and --no-prefilter always run once)")
+                        "TorchFix and --select GM always run once)")
     parser.add_argument("--skip-torchfix", action="store_true")
-    parser.add_argument("--skip-no-prefilter", action="store_true")
+    parser.add_argument("--skip-no-prefilter", action="store_true", help=argparse.SUPPRESS)  # option gone
     parser.add_argument("--skip-opt-in", action="store_true", help="skip the run with opt-in GM201 selected")
     parser.add_argument("--write", action="store_true", help="write the tables into bench/RESULTS.md")
     parser.add_argument("--label", default=None, help="section of RESULTS.md to (re)write (default from the options)")
@@ -389,7 +394,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         for spec in trees:
             name, root = tree_path(spec)
             root = sample(name, root, args.sample)
-            label = name if args.sample == 1 else f"{name} (every {args.sample}th file)"
+            label = name if args.sample <= 1 else f"{name} (every {args.sample}th file)"
             results.append(bench_tree(label, root, args, runner))
             print(table(("ratio", "value", "target", "verdict"), ratio_rows(results[-1], args.jobs)), flush=True)
         load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())

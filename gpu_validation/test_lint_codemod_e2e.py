@@ -83,7 +83,7 @@ def test_linter_flags_buggy_runner(rewritten):
     assert EXPECTED_BUGGY_CODES <= before, f"missing {EXPECTED_BUGGY_CODES - before}; got {sorted(before)}"
     gm202 = [f for f in report["findings"] if f["code"] == "GM202"]
     flagged = {f["message"].split("`")[1] for f in gm202}
-    assert {"self._ws", "self._topk_idx_out"} <= flagged, gm202
+    assert {"ToyMoELayer._ws", "ToyMoELayer._topk_idx_out"} <= flagged, gm202
 
 
 def test_codemod_removes_grad_mode_findings(rewritten):

@@ -204,11 +204,12 @@ class Buffers:
             func = call[C_FUNC]
             if func[0] == "a" and func[2] in names.VIEW_METHODS:
                 return self.keys_of(fid, func[1], depth + 1)
-            if func[0] == "n" and "." in func[1] and func[1].rsplit(".", 1)[1] in names.VIEW_METHODS | {
-                    "get", "setdefault"}:  # a view, or a lookup in a dict cache
+            targets = self.graph.call_targets(fid, expr[1], loose=True)
+            if not targets and func[0] == "n" and "." in func[1] and func[1].rsplit(".", 1)[1] in \
+                    names.VIEW_METHODS | {"get", "setdefault"}:  # a view, or a lookup in a dict cache
                 return self.keys_of(fid, ["n", func[1].rsplit(".", 1)[0]], depth + 1)
             out: set[BufferKey] = set()
-            for target in self.graph.call_targets(fid, expr[1], loose=True):
+            for target in targets:
                 out |= self.returned(target, depth + 1)
             return frozenset(out)
         if tag != "n":

@@ -96,8 +96,11 @@ class CallGraph:
         project = self.project
         summary, fn = project.functions[fid]
         out: list[Edge] = []
-        seen: set[str] = set()
+        # a decorator runs once, where the function is defined: not when it is called
+        decorators = {dec[0][1] for dec in fn["dec"] if dec[0][0] == "c"}
         for index, call in enumerate(fn["calls"]):
+            if index in decorators:
+                continue
             for target in self.call_targets(fid, index, loose=False):
                 out.append(Edge(fid, target, index, call[C_LINE], "call"))
             if loose:
@@ -105,7 +108,7 @@ class CallGraph:
                     if all(e.callee != target or e.call != index for e in out):
                         out.append(Edge(fid, target, index, call[C_LINE], "loose"))
             for arg in [*call[C_ARGS], *call[C_KWARGS].values()]:
-                if arg[0] == "n" and arg[1] not in seen:
+                if arg[0] == "n":
                     target = self.function_ref(fid, arg)
                     if target is not None and target != fid:
                         out.append(Edge(fid, target, index, call[C_LINE], "argument"))

@@ -33,7 +33,7 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--path-patterns", metavar="GLOBS",
                         help="comma-separated function-name globs that mark warmup/autotune/capture paths")
     parser.add_argument("--extend-path-patterns", metavar="GLOBS", help="added to the default path patterns")
-    parser.add_argument("--class-patterns", metavar="GLOBS", help="class-name globs whose methods are such paths")
+    parser.add_argument("--class-patterns", metavar="GLOBS", help="class-name globs whose capture-pattern methods count as capture paths")
     parser.add_argument("--module-globs", metavar="GLOBS", help="file globs whose functions are all such paths")
     parser.add_argument("--exclude", metavar="GLOBS", help="file or folder globs to skip when walking folders")
     parser.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
@@ -46,7 +46,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     elsewhere gives the same result), then the command line over it."""
     given = [p for p in getattr(args, "paths", []) if p != "-"] or (
         [args.stdin_filename] if getattr(args, "stdin_filename", None) else [])
-    start = Path(given[0]).resolve() if given else None
+    start = Path(os.path.abspath(given[0])) if given else None  # abspath: a symlink loop must not raise
     if start is not None and not start.is_dir():
         start = start.parent
     base, _ = load_config(args.config, start=start)

@@ -42,7 +42,8 @@ class FixOptions:
     write: bool = True
     diff: bool = False
     max_bytes: int = 4 * 1024 * 1024
-    findings: dict = dataclasses.field(default_factory=dict)  # path -> the project run's findings there
+    # path -> the project run's findings there; None: analyse the project around each file on its own
+    findings: Optional[dict] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,17 +62,32 @@ def fix_text(source: SourceFile, options: FixOptions) -> tuple[Optional[str], li
     libcst only when one of them has a fix to apply. The findings left are re-checked by the caller
     on the whole project once every file is fixed.
     """
-    findings = list(options.findings.get(source.path, ()))
+    if options.findings is None:
+        run = lint_project([source.path], options.config, overrides={source.path: source.text}, use_cache=False,
+                           alone=True)
+        findings = list(run.findings)
+    else:
+        findings = list(options.findings.get(source.path, ()))
     applicable = [f for f in findings if f.fixes and (f.fixable == "safe" or options.unsafe_fixes)]
     if not applicable:
         return None, findings, None
-    try:  # fix_file has checked the text against the parser's limits (lints.limits)
+    too_big = source_limits_error(source.text)  # libcst would take minutes over it, or crash
+    if too_big is not None:
+        return None, [], too_big
+    try:
         module = cst.parse_module(source.text)
     except cst.ParserSyntaxError as exc:
         return None, [], f"cannot parse for fixing: {' '.join(exc.message.split())}"
     except RecursionError:
         return None, [], "cannot parse for fixing: expressions nested too deeply"
-    fixed_module = fix_source(module, applicable, options.style, options.unsafe_fixes)
+    unbound: list = []
+    fixed_module = fix_source(module, applicable, options.style, options.unsafe_fixes, unbound=unbound)
+    if unbound:  # libcst and the analysis disagree on where the code is: refuse rather than guess
+        line = unbound[0].at[0]
+        lines = re.split(r"\r\n|\r|\n", source.text)  # not str.splitlines: it also splits at form feeds
+        text_line = lines[line - 1] if 0 < line <= len(lines) else ""
+        why = " (a form feed on that line moves columns)" if "\f" in text_line else ""
+        return None, [], f"line {line}: the code to fix is not where the analysis found it{why}; file left unchanged"
     if fixed_module is None or fixed_module.code == source.text:
         return None, findings, None
     fixed = fixed_module.code
@@ -91,9 +107,6 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
     source = read_source(path, options.max_bytes)
     if isinstance(source, FileError):
         return FixOutcome(path, error=source.message)
-    too_big = source_limits_error(source.text)  # libcst would take minutes over it, or crash
-    if too_big is not None:
-        return FixOutcome(path, error=too_big)
     try:
         fixed, remaining, error = fix_text(source, options)
         if error is None and fixed is not None:

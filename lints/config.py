@@ -6,6 +6,7 @@ files, so we read pyproject ourselves); command-line options override it.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import json
 import os
@@ -48,6 +49,7 @@ class Config:
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (path glob, code prefixes), as in ruff
 
     def __post_init__(self) -> None:
         if self.serving_grad_mode not in SERVING_GRAD_MODES:
@@ -72,6 +74,15 @@ class Config:
         else:
             selected = max(0, longest(chosen))
         return selected >= 0 and longest(self.ignore) < max(selected, 1)
+
+    def ignored_in(self, path: str, code: str) -> bool:
+        """``per-file-ignores``: is ``code`` ignored in ``path`` (globs match the path or any tail of it)?"""
+        normalized = path.replace("\\", "/")
+        for glob, codes in self.per_file_ignores:
+            if any(code.startswith(c) for c in codes) and (
+                    fnmatch.fnmatch(normalized, glob) or fnmatch.fnmatch(normalized, f"*/{glob}")):
+                return True
+        return False
 
     def fingerprint(self) -> str:
         """Stable hash of everything that can change a file's findings (for the cache)."""
@@ -98,6 +109,7 @@ _KEYS = {
     "ignore": "ignore",
     "exclude": "exclude",
     "extend-exclude": "extend_exclude",
+    "per-file-ignores": "per_file_ignores",
 }
 
 
@@ -132,7 +144,12 @@ def config_from_mapping(table: dict[str, Any], base: Config = Config()) -> Confi
         key = _KEYS.get(raw_key.replace("_", "-"))
         if key is None:
             raise ConfigError(f"unknown [tool.gradmode] setting {raw_key!r} (known: {', '.join(sorted(_KEYS))})")
-        if key == "serving_grad_mode":
+        if key == "per_file_ignores":
+            if not isinstance(value, dict):
+                raise ConfigError("[tool.gradmode] per-file-ignores must be a table of glob = [codes]")
+            changes[key] = tuple((str(glob), _as_tuple(f"per-file-ignores.{glob}", codes))
+                                 for glob, codes in value.items())
+        elif key == "serving_grad_mode":
             if not isinstance(value, str):
                 raise ConfigError("[tool.gradmode] serving-grad-mode must be a string")
             changes[key] = value

@@ -313,8 +313,10 @@ def _digest(config: Config, entries: list[_Entry]) -> str:
 
 def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir: Optional[Path] = None,
                  use_cache: bool = True, max_bytes: int = MAX_FILE_BYTES,
-                 overrides: Optional[dict[str, str]] = None, apply_noqa: bool = True) -> ProjectRun:
-    """Lint ``paths`` (files or folders) with the whole project around them as context.
+                 overrides: Optional[dict[str, str]] = None, apply_noqa: bool = True,
+                 alone: bool = False) -> ProjectRun:
+    """Lint ``paths`` (files or folders) with the whole project around them as context
+    (``alone``: the given files are the whole project, e.g. a snippet fixed in memory).
 
     A rerun over unchanged files reuses the whole result; a change re-summarises only the files
     that changed and re-runs the (in-memory) project analysis.
@@ -327,7 +329,13 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     root = os.path.normpath(_display_root(find_project_root(paths or ["."]), paths))
     cache = SummaryCache(cache_dir if cache_dir is not None else Path(root) / ".gradmode_cache") \
         if use_cache else None
-    entries = project_files(root, config, [p for p in requested if _outside(p, root) or p in overrides], overrides)
+    if alone:
+        base = import_root(os.path.dirname(os.path.abspath(requested[0])) if requested else root)
+        entries = [_Entry(p, *module_name_for(p, base), file_key(overrides[p].encode("utf-8")) if p in overrides
+                          else "") for p in requested]
+    else:
+        entries = project_files(root, config, [p for p in requested if _outside(p, root) or p in overrides],
+                                overrides)
     digest = _digest(config, entries)
     cached = cache.results(digest) if cache is not None and not overrides else None
     analysis = None
@@ -345,11 +353,20 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         serving = analysis.serving
         if cache is not None and not overrides:
             cache.save_results(digest, all_findings, summary_errors, serving)
-    wanted = set(requested)
-    findings = [f for f in all_findings if f.path in wanted]
-    for path in requested:
-        if path in summary_errors:
-            errors.append(summary_errors[path])
+    # the project's paths are spelt from its root; report them as the user spelt the request
+    wanted = {os.path.abspath(p): p for p in requested}
+    findings = [dataclasses.replace(f, path=wanted[os.path.abspath(f.path)]) for f in all_findings
+                if os.path.abspath(f.path) in wanted]
+    findings = [f for f in findings if not config.ignored_in(f.path, f.code)]
+    summarised = {os.path.abspath(p) for p in summaries} if cached is None else None
+    problems = {os.path.abspath(p): e for p, e in summary_errors.items()}
+    for absolute, path in wanted.items():
+        if absolute in problems:
+            errors.append(FileError(path, problems[absolute].message))
+        elif summarised is not None and absolute not in summarised and path not in overrides:
+            source = read_source(path, max_bytes)  # not in the project walk (a FIFO, an excluded file)
+            if isinstance(source, FileError):
+                errors.append(source)
     if apply_noqa and findings:
         findings = _without_noqa(findings, {}, overrides)
     errors.sort(key=lambda e: e.path)

@@ -59,9 +59,10 @@ class _Nodes(cst.CSTVisitor):
         self.decorators[self._at(node.decorator)] = node
 
 
-def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: bool) -> list[FixPlan]:
-    """Distinct plans of the fixable findings (several GM104 calls share one block); positions that no
-    longer name the expected node are skipped, never guessed."""
+def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: bool,
+              unbound: Optional[list[Fix]] = None) -> list[FixPlan]:
+    """Distinct plans of the fixable findings (several GM104 calls share one block); a position that does
+    not name the expected node is never guessed: it goes to ``unbound``."""
     fixes: dict[tuple, Fix] = {}
     for finding in findings:
         for fix in finding.fixes:
@@ -76,6 +77,8 @@ def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: boo
         plan = _bind(fix, nodes)
         if plan is not None:
             plans.append(plan)
+        elif unbound is not None:
+            unbound.append(fix)
     return plans
 
 
@@ -315,9 +318,10 @@ def apply_fixes(module: cst.Module, plans: Sequence[FixPlan], style: str = "remo
 
 
 def fix_source(module: cst.Module, findings: Iterable[Finding], style: str, unsafe_fixes: bool,
-               context: Optional[CodemodContext] = None) -> Union[cst.Module, None]:
+               context: Optional[CodemodContext] = None, unbound: Optional[list[Fix]] = None
+               ) -> Union[cst.Module, None]:
     """Fixed module, or None when no finding had an applicable fix."""
-    plans = plans_for(module, findings, unsafe_fixes)
+    plans = plans_for(module, findings, unsafe_fixes, unbound)
     return apply_fixes(module, plans, style, context) if plans else None
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from . import names
-from .project import EXTERNAL, FUNC, LOCAL, PARAM, Project
-from .summary import (A_TARGET, A_VALUE, C_ARGS, C_FUNC, C_KWARGS, D_EXPR, I_EXPR, R_VALUE, R_WITH, R_YIELD, W_ITEMS,
+from .project import EXTERNAL, FUNC, GLOBAL, LOCAL, PARAM, Project
+from .summary import (MODULE_SCOPE, A_TARGET, A_VALUE, C_ARGS, C_FUNC, C_KWARGS, D_EXPR, I_EXPR, R_VALUE, R_WITH, R_YIELD, W_ITEMS,
                       W_PARENT)
 
 INFERENCE, INFERENCE_OFF, NO_GRAD, ENABLE_GRAD, UNKNOWN, PARAM_MODE = (
@@ -89,14 +89,15 @@ class Regions:
             return (Mode(mode, text, True, "", fid),) if mode else ()
         if symbol.kind == FUNC:
             return self._from_helper(symbol.target, text, call, fid, depth)
-        if symbol.kind == LOCAL and "." not in symbol.name:
+        if symbol.kind in (LOCAL, GLOBAL) and "." not in symbol.name:
+            owner = symbol.owner if symbol.kind == LOCAL else f"{symbol.target}:{MODULE_SCOPE}"
             out = []
-            for value in project.local_values(symbol.owner).get(symbol.name, []):
+            for value in project.local_values(owner).get(symbol.name, []) if owner in project.functions else ():
                 if value[0] == "l":  # ctx = lambda: torch.inference_mode()
                     out.extend(Mode(m.mode, f"{text} (a lambda returning {m.via})", False, "", m.source)
-                               for m in self.modes_of(symbol.owner, value[1], depth + 1))
+                               for m in self.modes_of(owner, value[1], depth + 1))
                 else:
-                    target = self.graph.function_ref(symbol.owner, value)
+                    target = self.graph.function_ref(owner, value)
                     if target:
                         out.extend(self._from_helper(target, text, call, fid, depth))
             return tuple(out)

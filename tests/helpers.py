@@ -1,11 +1,14 @@
-"""Shared helpers: expected findings written as `# expect: CODE:COL` comments on the offending line."""
+"""Shared helpers: expected findings written as `# expect: CODE:COL` comments on the offending line,
+temp packages written from {relative path: source} dicts, and the project lint run on them."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator, Union
 
 from lints.config import Config
 
@@ -14,6 +17,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXPECT = re.compile(r"#\s*expect:\s*(?P<items>(?:GM\d{3}:\d+\s*)+)")
 # Every rule on, opt-in ones included: rule fixtures must show what each rule finds.
 ALL_ON = Config(extend_select=("GM2",))
+# The file name a single-source example is written to.
+SINGLE = "example.py"
 
 
 def expected_findings(source: str) -> set[tuple[str, int, int]]:
@@ -26,6 +31,66 @@ def expected_findings(source: str) -> set[tuple[str, int, int]]:
                 code, col = item.split(":")
                 out.add((code, lineno, int(col)))
     return out
+
+
+def as_files(example: Union[str, dict]) -> dict[str, str]:
+    """A rule example (one source, or {relative path: source}) as {relative path: source}."""
+    return dict(example) if isinstance(example, dict) else {SINGLE: example}
+
+
+def expected_in_files(files: dict[str, str]) -> set[tuple[str, str, int, int]]:
+    """{(path, code, line, 1-based column)} over every file of a package."""
+    return {(os.path.normpath(path), code, line, col)
+            for path, source in files.items() for code, line, col in expected_findings(source)}
+
+
+def write_package(tmp_path: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` under ``tmp_path`` with an empty pyproject.toml (the project root) and an
+    ``__init__.py`` in every package folder that has none; returns ``tmp_path``."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "pyproject.toml").touch()
+    for rel, source in files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+        folder = path.parent
+        while folder != tmp_path and tmp_path in folder.parents:
+            init = folder / "__init__.py"
+            if not init.exists():
+                init.write_text("")
+            folder = folder.parent
+    return tmp_path
+
+
+@contextlib.contextmanager
+def chdir(path: Path) -> Iterator[None]:
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def lint_run(tmp_path: Path, files: dict[str, str], config: Config, paths=None, **kwargs):
+    """Write the package and lint it with ``lint_project`` from inside it (relative paths, no cache)."""
+    write_package(tmp_path, files)
+    with chdir(tmp_path):
+        from lints.engine import lint_project
+
+        kwargs.setdefault("use_cache", False)
+        return lint_project(list(paths) if paths is not None else sorted(files), config, **kwargs)
+
+
+def as_set(findings) -> set[tuple[str, str, int, int]]:
+    return {(os.path.normpath(f.path), f.code, f.line, f.col + 1) for f in findings}
+
+
+def lint_files(tmp_path: Path, files: dict[str, str], config: Config) -> set[tuple[str, str, int, int]]:
+    """{(relative path, code, line, 1-based column)} that ``lint_project`` reports for ``files``."""
+    run = lint_run(tmp_path, files, config)
+    assert not run.errors, run.errors
+    return as_set(run.findings)
 
 
 def run_module(*args: str, cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:

@@ -2,30 +2,49 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
-from .helpers import FIXTURES
+import pytest
+
+from .helpers import FIXTURES, ROOT
 
 BUGGY = FIXTURES / "lint" / "sglang_buggy.py"
 FIXED = FIXTURES / "lint" / "sglang_fixed.py"
 
 
-def copy(tmp_path, *sources):
+def copy(folder, *sources):
+    folder.mkdir(parents=True, exist_ok=True)
     for src in sources:
-        shutil.copy(src, tmp_path / src.name)
-    return tmp_path
+        shutil.copy(src, folder / src.name)
+    return folder
+
+
+def heads(stdout: str) -> list[str]:
+    """The finding lines of the text format (the why-chain notes below each are indented)."""
+    return [line for line in stdout.splitlines() if line and not line.startswith(" ")]
 
 
 def test_exit_codes_and_text_format(tmp_path, run):
-    copy(tmp_path, BUGGY, FIXED)
+    copy(tmp_path, BUGGY)
     proc = run("lints", "sglang_buggy.py")
     assert proc.returncode == 1
-    lines = proc.stdout.splitlines()
+    lines = heads(proc.stdout)
     assert [line.split(": ", 1)[1].split()[0] for line in lines] == ["GM202", "GM202", "GM101", "GM103"]
-    assert lines[2].startswith("sglang_buggy.py:41:14: GM101 ")
-    assert "4 finding(s) in 1 file(s)" in proc.stderr
-    clean = run("lints", "sglang_fixed.py")
+    assert lines[2].startswith("sglang_buggy.py:41:14: GM101 ") and lines[2].endswith(" [*]")
+    # each finding is followed by its why-chain
+    out = proc.stdout.splitlines()
+    assert out[out.index(lines[2]) + 1] == "    name `_flashinfer_autotune_context` matches `*autotune*`"
+    assert "4 finding(s) in 1 file(s), 2 fixable with `python -m lints.codemod`" in proc.stderr
+    assert ("gradmode-lint: serving grad mode: no_grad (inferred: 1 serving root(s) run under no_grad, e.g. `serve()` "
+            "enters `torch.no_grad()` at sglang_buggy.py:59)") in proc.stderr.splitlines()
+    clean_dir = copy(tmp_path / "clean", FIXED)
+    clean = run("lints", "sglang_fixed.py", cwd=clean_dir)
     assert clean.returncode == 0 and clean.stdout == ""
+    quiet = run("lints", "-q", "sglang_buggy.py")
+    assert quiet.stderr == "" and quiet.returncode == 1
 
 
 def test_json_format(tmp_path, run):
@@ -35,6 +54,13 @@ def test_json_format(tmp_path, run):
     assert {(f["code"], f["line"], f["col"]) for f in data["findings"]} == {
         ("GM202", 16, 13), ("GM202", 21, 13), ("GM101", 41, 14), ("GM103", 50, 25)}
     assert {f["severity"] for f in data["findings"] if f["code"] == "GM202"} == {"error"}
+    assert data["serving_grad_mode"]["mode"] == "no_grad"
+    assert data["serving_grad_mode"]["source"] == "inferred"
+    gm202 = [f for f in data["findings"] if f["code"] == "GM202"][0]
+    assert gm202["notes"][0] == "allocated: allocated under a check of `self._final_hidden_states`, sglang_buggy.py:16"
+    assert gm202["notes"][-1] == "updated in place: `.copy_()` in `FlashInferFusedMoE.forward()` at sglang_buggy.py:30"
+    gm101 = [f for f in data["findings"] if f["code"] == "GM101"][0]
+    assert gm101["fixable"] == "safe" and gm101["fixes"][0]["action"] == "drop_with_item"
 
 
 def test_sarif_format(tmp_path, run):
@@ -54,14 +80,17 @@ def test_sarif_format(tmp_path, run):
         region = r["locations"][0]["physicalLocation"]["region"]
         assert region["startLine"] >= 1 and region["startColumn"] >= 1
     assert results[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "sglang_buggy.py"
+    gm202 = [r for r in results if r["ruleId"] == "GM202"][0]
+    assert "updated in place:" in gm202["message"]["text"]  # the why-chain travels in the message
     invocation = sarif_run["invocations"][0]
     assert invocation["executionSuccessful"] is False
+    assert invocation["properties"]["servingGradMode"]["mode"] == "no_grad"
     assert "syntax error" in invocation["toolExecutionNotifications"][0]["message"]["text"]
 
 
 def test_select_ignore_and_opt_in(tmp_path, run):
     copy(tmp_path, BUGGY)
-    codes = lambda proc: sorted({line.split()[1] for line in proc.stdout.splitlines()})  # noqa: E731
+    codes = lambda proc: sorted({line.split()[1] for line in heads(proc.stdout)})  # noqa: E731
     assert codes(run("lints", "--select", "GM1", ".")) == ["GM101", "GM103"]
     assert codes(run("lints", "--ignore", "GM101,GM103", ".")) == ["GM202"]
     assert codes(run("lints", "--select", "GM2", ".")) == ["GM201", "GM202"]
@@ -86,7 +115,7 @@ def test_noqa_in_standalone_cli(tmp_path, run):
     )
     proc = run("lints", "a.py")
     assert proc.returncode == 1
-    assert [line.split(":")[1] for line in proc.stdout.splitlines()] == ["7"]
+    assert [line.split(":")[1] for line in heads(proc.stdout)] == ["7"]
 
 
 def test_pyproject_config_is_read(tmp_path, run):
@@ -100,10 +129,14 @@ def test_pyproject_config_is_read(tmp_path, run):
         "    ctx = run_ctx or torch.inference_mode()\n"
     )
     proc = run("lints", "a.py")
-    assert [line.split()[1] for line in proc.stdout.splitlines()] == ["GM101"]
-    assert "`prime_kernels` matches `*prime_kernels*`" in proc.stdout
+    assert [line.split()[1] for line in heads(proc.stdout)] == ["GM101"]
+    assert "name `prime_kernels` matches `*prime_kernels*`" in proc.stdout
     # command-line options override the file
     assert run("lints", "--path-patterns", "*other*", "a.py").returncode == 0
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\nserving-grad-mode = 'inference_mode'\n")
+    proc = run("lints", "a.py")
+    assert proc.returncode == 0
+    assert "serving grad mode: inference_mode (config: serving-grad-mode in the configuration)" in proc.stderr
     (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\nserving-grad-mode = 'eager'\n")
     bad = run("lints", "a.py")
     assert bad.returncode == 2 and "serving-grad-mode must be one of" in bad.stderr
@@ -116,22 +149,29 @@ def test_module_globs_and_class_patterns(tmp_path, run):
     (tmp_path / "warmers").mkdir()
     (tmp_path / "warmers" / "jit.py").write_text(
         "import torch\ndef prepare(m):\n    with torch.inference_mode():\n        m()\n")
+    # `*capture*` needs confirmation (a CUDA graph, or a class matching class-patterns)
     (tmp_path / "engine.py").write_text(
-        "import torch\nclass TileTuner:\n    def step(self):\n        with torch.inference_mode():\n            pass\n")
+        "import torch\nclass TileTuner:\n    def capture_tiles(self):\n        with torch.inference_mode():\n"
+        "            self.tune()\n")
     assert run("lints", ".").returncode == 0
     proc = run("lints", "--module-globs", "warmers/*.py", "--class-patterns", "*Tuner", ".")
     assert proc.returncode == 1
-    assert "module matches `warmers/*.py`" in proc.stdout and "method of `TileTuner`" in proc.stdout
+    assert [line.split(":")[0] for line in heads(proc.stdout)] == ["engine.py", "warmers/jit.py"]
+    assert "    module matches `warmers/*.py`" in proc.stdout.splitlines()
+    assert "name `capture_tiles` matches `*capture*` and method of `TileTuner` (matches `*Tuner`)" in proc.stdout
 
 
 def test_explain_and_rules(run):
     proc = run("lints", "explain", "GM101")
     assert proc.returncode == 0
-    for part in ("GM101", "Why:", "Bad:", "Good:", "Fix:", "with torch.inference_mode():", "nullcontext"):
-        assert part in proc.stdout
+    for part in ("GM101", "Why:", "Fix:", "Reported (INVALID):", "Not reported (VALID):",
+                 "with torch.inference_mode():", "nullcontext", "# engine/platform.py"):
+        assert part in proc.stdout, part
     assert run("lints", "explain", "GM999").returncode == 2
+    assert run("lints", "explain").returncode == 2
     listing = run("lints", "rules").stdout
     assert "GM201" in listing and "(opt-in)" in listing
+    assert len(listing.splitlines()) == 7
 
 
 def test_no_paths_is_clean_not_a_crash(run):
@@ -147,6 +187,40 @@ def test_missing_path_is_an_error(tmp_path, run):
     assert "GM101" in proc.stdout  # the other file is still linted
 
 
+def test_only_requested_files_are_reported_with_the_project_as_context(tmp_path, run):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "helper.py").write_text(
+        "import torch\ndef prepare(m):\n    with torch.inference_mode():\n        m()\n")
+    (tmp_path / "pkg" / "warm.py").write_text(
+        "import torch\nfrom pkg.helper import prepare\ndef warmup(m):\n    prepare(m)\n"
+        "    with torch.inference_mode():\n        m()\n")
+    only_helper = run("lints", "pkg/helper.py")
+    assert [line.split(":")[0] + ":" + line.split(":")[1] for line in heads(only_helper.stdout)] == ["pkg/helper.py:3"]
+    assert "called from `warmup()` at pkg/warm.py:4" in only_helper.stdout
+    only_warm = run("lints", "pkg/warm.py")
+    assert [line.split(":")[0] for line in heads(only_warm.stdout)] == ["pkg/warm.py"]
+    # absolute paths and paths that climb out of the working folder
+    absolute = run("lints", str(tmp_path / "pkg" / "helper.py"), cwd=tmp_path / "pkg")
+    assert heads(absolute.stdout)[0].startswith(f"{tmp_path / 'pkg' / 'helper.py'}:3:10: GM101 ")
+    climbing = run("lints", "../pkg/helper.py", cwd=tmp_path / "pkg")
+    assert heads(climbing.stdout)[0].startswith("../pkg/helper.py:3:10: GM101 ")
+
+
+def test_lint_from_a_sub_folder_of_the_project(tmp_path, run):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "helper.py").write_text(
+        "import torch\ndef prepare(m):\n    with torch.inference_mode():\n        m()\n")
+    (tmp_path / "pkg" / "warm.py").write_text(
+        "from pkg.helper import prepare\ndef warmup(m):\n    prepare(m)\n")
+    sub = run("lints", "helper.py", cwd=tmp_path / "pkg")
+    assert sub.returncode == 1, sub.stderr
+    assert heads(sub.stdout)[0].startswith("helper.py:3:10: GM101 ")
+
+
 def test_jobs_and_cache_give_identical_results(tmp_path, run):
     for i in range(6):
         shutil.copy(BUGGY, tmp_path / f"b{i}.py")
@@ -160,6 +234,19 @@ def test_jobs_and_cache_give_identical_results(tmp_path, run):
     assert any((tmp_path / ".gradmode_cache_test").iterdir())
 
 
+def test_cache_dir_option_and_default_location(tmp_path, run):
+    copy(tmp_path, BUGGY)
+    cache = tmp_path / "my-cache"
+    assert run("lints", "--cache-dir", str(cache), ".").returncode == 1
+    assert (cache / "summaries.json").is_file()
+    env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
+    proc = subprocess.run([sys.executable, "-m", "lints", "."], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(env, PYTHONPATH=str(ROOT)), timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert (tmp_path / ".gradmode_cache" / "summaries.json").is_file()  # in the project root
+    assert (tmp_path / ".gradmode_cache" / ".gitignore").is_file()
+
+
 def test_cache_follows_content_and_config(tmp_path, run):
     path = tmp_path / "a.py"
     path.write_text("import torch\ndef warmup(m):\n    with torch.inference_mode():\n        m()\n")
@@ -167,4 +254,16 @@ def test_cache_follows_content_and_config(tmp_path, run):
     path.write_text("import torch\ndef warmup(m):\n    with torch.no_grad():\n        m()\n")
     assert run("lints", "a.py").returncode == 0
     path.write_text("import torch\ndef warmup(m):\n    with torch.no_grad():\n        m()\n")
-    assert run("lints", "--serving-grad-mode", "inference_mode", "a.py").returncode == 1
+    proc = run("lints", "--serving-grad-mode", "inference_mode", "a.py")
+    assert proc.returncode == 1 and "GM105" in proc.stdout
+
+
+def test_corrupt_cache_is_ignored(tmp_path, run):
+    copy(tmp_path, BUGGY)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "summaries.json").write_text("{not json")
+    first = run("lints", "--cache-dir", str(cache), "--format", "json", ".")
+    assert first.returncode == 1 and "Traceback" not in first.stderr
+    (cache / "summaries.json").write_text(json.dumps({"format": "other", "entries": {"x": 1}}))
+    assert run("lints", "--cache-dir", str(cache), "--format", "json", ".").stdout == first.stdout

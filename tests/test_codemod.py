@@ -1,4 +1,5 @@
-"""Auto-fix: `*.in.py` -> `*.out.py` pairs, idempotence, safety of writes, CLI behaviour."""
+"""Auto-fix: `*.in.py` -> `*.out.py` pairs through `python -m lints.codemod`, idempotence, the pure
+`fix_text` API on the project run's findings, safety of writes, CLI behaviour."""
 from __future__ import annotations
 
 import shutil
@@ -8,9 +9,9 @@ import pytest
 
 from lints.codemod import FixOptions, fix_text
 from lints.config import Config
-from lints.engine import analyze_text, decode_source
+from lints.files import decode_source
 
-from .helpers import ALL_ON, FIXTURES, run_module
+from .helpers import ALL_ON, FIXTURES, chdir, run_module
 
 PAIRS = sorted(p.name[: -len(".in.py")] for p in (FIXTURES / "fix").glob("*.in.py"))
 
@@ -20,60 +21,87 @@ def fix_args(source: str) -> list[str]:
     return first[len("# fix-args:"):].split() if first.startswith("# fix-args:") else []
 
 
-def options_for(args: list[str]) -> FixOptions:
-    return FixOptions(Config(), style="no_grad" if "--style" in args else "remove",
-                      unsafe_fixes="--unsafe-fixes" in args, write=False)
+def lint(folder, config=Config(), paths=(".",)):
+    from lints.engine import lint_project
+
+    with chdir(folder):
+        return lint_project(list(paths), config, use_cache=False)
 
 
-def fixed(text: str, options: FixOptions, path: str = "x.py") -> str:
-    new, _, error = fix_text(decode_source(path, text.encode()), options)
+def fixed_in_project(folder, name: str, text: str, options: FixOptions) -> str:
+    """``text`` as ``name`` in ``folder`` (alone), fixed with ``fix_text`` on the project run's findings."""
+    (folder / name).write_text(text)
+    run = lint(folder, options.config, [name])
+    by_path = {}
+    for finding in run.findings:
+        by_path.setdefault(finding.path, []).append(finding)
+    with chdir(folder):
+        new, _, error = fix_text(decode_source(name, text.encode()),
+                                 FixOptions(options.config, options.style, options.unsafe_fixes, write=False,
+                                            findings=by_path))
     assert error is None, error
     return text if new is None else new
 
 
 @pytest.mark.parametrize("name", PAIRS)
-def test_fix_pairs(name):
+def test_fix_pairs_through_the_codemod(tmp_path, name):
     source = (FIXTURES / "fix" / f"{name}.in.py").read_text()
     expected = (FIXTURES / "fix" / f"{name}.out.py").read_text()
-    options = options_for(fix_args(source))
-    once = fixed(source, options)
-    assert once == expected
-    assert fixed(once, options) == once  # idempotent
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    proc = run_module("lints.codemod", *fix_args(source), path.name, cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert path.read_text() == expected
 
 
 @pytest.mark.parametrize("name", PAIRS)
-def test_no_fixable_gm1_left_after_fix(name):
+def test_fix_text_gives_the_same_result_and_no_fixable_gm1_is_left(tmp_path, name):
     source = (FIXTURES / "fix" / f"{name}.in.py").read_text()
-    options = options_for(fix_args(source))
-    before = analyze_text(source, "x.py", options.config).hits
-    after = analyze_text(fixed(source, options), "x.py", options.config).hits
-    applied = [h for h in before if any(p.safe or options.unsafe_fixes for p in h.plans)]
-    left = [h for h in after if h.code.startswith("GM1") and any(p.safe or options.unsafe_fixes for p in h.plans)]
-    assert not left
-    if applied:
-        assert len([h for h in after if h.code.startswith("GM1")]) < len([h for h in before if h.code.startswith("GM1")])
+    args = fix_args(source)
+    options = FixOptions(Config(), style="no_grad" if "--style" in args else "remove",
+                         unsafe_fixes="--unsafe-fixes" in args, write=False)
+    out = fixed_in_project(tmp_path, "x.py", source, options)
+    assert out == (FIXTURES / "fix" / f"{name}.out.py").read_text()
+    assert fixed_in_project(tmp_path, "x.py", out, options) == out  # idempotent
+    (tmp_path / "x.py").write_text(source)
+    before = lint(tmp_path, paths=["x.py"]).findings
+    (tmp_path / "x.py").write_text(out)
+    after = lint(tmp_path, paths=["x.py"]).findings
+    applicable = {"safe"} | ({"unsafe"} if options.unsafe_fixes else set())
+    assert not [f for f in after if f.code.startswith("GM1") and f.fixable in applicable], after
+    gm1 = lambda found: [f for f in found if f.code.startswith("GM1")]  # noqa: E731
+    if out != source:
+        assert len(gm1(after)) < len(gm1(before))
 
 
-def test_sglang_fix_is_exactly_the_upstream_shape():
+def test_sglang_fix_is_exactly_the_upstream_shape(tmp_path):
     source = (FIXTURES / "fix" / "sglang.in.py").read_text()
-    out = fixed(source, FixOptions(Config(), write=False))
+    out = fixed_in_project(tmp_path, "runner.py", source, FixOptions(Config(), write=False))
     upstream = (FIXTURES / "lint" / "sglang_fixed.py").read_text()
     strip = lambda text: "\n".join(line.split("  # expect:")[0] for line in text.splitlines()[1:])  # noqa: E731
     assert strip(out) == strip(upstream)
     assert "torch.inference_mode" not in out
     assert "with run_ctx or contextlib.nullcontext():" in out
-    assert analyze_text(out, "x.py", Config()).hits == []
+    (tmp_path / "runner.py").write_text(out)
+    assert lint(tmp_path).findings == []
 
 
-def test_unsafe_fix_needs_flag():
+def test_unsafe_fix_needs_flag(tmp_path):
     source = (FIXTURES / "fix" / "caller_side.in.py").read_text()
-    safe_only = fixed(source, FixOptions(Config(), write=False))
+    safe_only = fixed_in_project(tmp_path, "x.py", source, FixOptions(Config(), write=False))
     assert safe_only.count("with torch.inference_mode():") == 1
-    everything = fixed(source, FixOptions(Config(), unsafe_fixes=True, write=False))
+    everything = fixed_in_project(tmp_path, "x.py", source, FixOptions(Config(), unsafe_fixes=True, write=False))
     assert "inference_mode" not in everything
 
 
-def test_gm2_is_reported_not_rewritten():
+def test_fix_text_without_findings_changes_nothing():
+    source = (FIXTURES / "fix" / "sglang.in.py").read_text()
+    new, remaining, error = fix_text(decode_source("x.py", source.encode()), FixOptions(Config(), write=False))
+    assert (new, remaining, error) == (None, [], None)
+
+
+def test_gm2_is_reported_not_rewritten(tmp_path):
     source = (
         "import torch\n"
         "class Moe:\n"
@@ -82,9 +110,26 @@ def test_gm2_is_reported_not_rewritten():
         "            self._ws = torch.empty_like(x)\n"
         "        self._ws += x\n"
     )
-    new, remaining, error = fix_text(decode_source("x.py", source.encode()), FixOptions(ALL_ON, write=False))
+    (tmp_path / "x.py").write_text(source)
+    run = lint(tmp_path, ALL_ON, ["x.py"])
+    assert [f.code for f in run.findings] == ["GM201"]
+    with chdir(tmp_path):
+        new, remaining, error = fix_text(decode_source("x.py", source.encode()),
+                                         FixOptions(ALL_ON, write=False, findings={"x.py": run.findings}))
     assert new is None and error is None
     assert [f.code for f in remaining] == ["GM201"]
+
+
+def test_cross_module_fix_rewrites_the_helper_module(tmp_path):
+    """The finding is in a module that looks clean alone: only the project analysis knows it is warm."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "kernels.py").write_text(
+        "import torch\ndef prepare(m):\n    with torch.inference_mode():\n        m()\n")
+    (tmp_path / "warm.py").write_text("from kernels import prepare\ndef warmup(m):\n    prepare(m)\n")
+    proc = run_module("lints.codemod", "kernels.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "kernels.py").read_text() == "import torch\ndef prepare(m):\n    m()\n"
+    assert "1 changed" in proc.stderr
 
 
 # --- the command line -------------------------------------------------------------------
@@ -173,6 +218,7 @@ def test_cli_jobs_1_and_2_identical(tmp_path):
         proc = run_module("lints.codemod", "--jobs", jobs, str(tree), cwd=tmp_path)
         trees[-1] += (proc.returncode, sorted((p.name, p.read_bytes()) for p in tree.iterdir()))
     assert trees[0] == trees[1]
+    assert trees[0][0] == 1 and trees[0][1]  # there was something to fix
 
 
 def test_cli_crlf_and_bom_kept(tmp_path):
@@ -184,13 +230,27 @@ def test_cli_crlf_and_bom_kept(tmp_path):
 
 
 def test_libcst_tool_command(tmp_path):
-    path = write(tmp_path, "runner.py", BUGGY)
-    root = FIXTURES.parent.parent
-    proc = run_module("libcst.tool", "codemod", "codemods.gradmode.FixInferenceMode", str(path), cwd=root)
+    project = tmp_path / "project"
+    path = write(project if project.mkdir() is None else project, "runner.py", BUGGY)
+    expected = fixed_in_project(tmp_path, "runner.py", BUGGY, FixOptions(Config(), write=False))
+    proc = run_module("libcst.tool", "codemod", "-x", "--no-format", "codemods.gradmode.FixInferenceMode", "runner.py",
+                      cwd=project)
     assert proc.returncode == 0, proc.stderr
-    assert path.read_text() == fixed(BUGGY, FixOptions(Config(), write=False))
+    assert path.read_text() == expected
     path.write_text(BUGGY)
-    proc = run_module("libcst.tool", "codemod", "-x", "--no-format", "codemods.gradmode.FixInferenceMode", "--style", "no_grad",
-                      str(path), cwd=tmp_path)
+    proc = run_module("libcst.tool", "codemod", "-x", "--no-format", "codemods.gradmode.FixInferenceMode",
+                      "--style", "no_grad", str(path), cwd=project)
     assert proc.returncode == 0, proc.stderr
     assert "torch.no_grad(), autotune(True)" in path.read_text()
+
+
+def test_libcst_tool_command_sees_the_whole_project(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "kernels.py").write_text(
+        "import torch\ndef prepare(m):\n    with torch.inference_mode():\n        m()\n")
+    (tmp_path / "warm.py").write_text("from kernels import prepare\ndef warmup(m):\n    prepare(m)\n")
+    proc = run_module("libcst.tool", "codemod", "-x", "--no-format", "codemods.gradmode.FixInferenceMode", ".",
+                      cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "kernels.py").read_text() == "import torch\ndef prepare(m):\n    m()\n"
+    assert (tmp_path / "warm.py").read_text() == "from kernels import prepare\ndef warmup(m):\n    prepare(m)\n"

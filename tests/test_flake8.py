@@ -1,29 +1,100 @@
-"""The flake8 plugin: same findings as the CLI, flake8's noqa/select, options and pyproject config."""
+"""The flake8 plugin: the same (whole-project) findings as the CLI, flake8's noqa/select, options and
+pyproject config."""
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 
-from .helpers import FIXTURES, run_module
+from .helpers import FIXTURES, run_module, write_package
 
 BUGGY = FIXTURES / "lint" / "sglang_buggy.py"
+HEAD = re.compile(r"(?:\./)?(?P<path>\S+?):(?P<line>\d+):(?P<col>\d+): (?P<code>GM\d+) (?P<message>.*)")
+
+# A package whose findings need the other modules: the helper is warm only through warm.py,
+# the buffer is poisoned only through warm.py's region.
+PACKAGE = {
+    "pkg/pool.py":
+        "import torch\n"
+        "class Pool:\n"
+        "    def __init__(self):\n"
+        "        self._buf = None\n"
+        "    def acquire(self, x):\n"
+        "        if self._buf is None:\n"
+        "            self._buf = torch.empty_like(x)\n"
+        "        return self._buf\n",
+    "pkg/layer.py":
+        "from pkg.pool import Pool\n"
+        "class Layer:\n"
+        "    def __init__(self):\n"
+        "        self.pool = Pool()\n"
+        "    def forward(self, x):\n"
+        "        out = self.pool.acquire(x)\n"
+        "        out.copy_(x)\n"
+        "        return out\n",
+    "pkg/kernels.py":
+        "import torch\n"
+        "def prepare(layer, x):\n"
+        "    with torch.inference_mode():\n"
+        "        layer(x)\n",
+    "pkg/warm.py":
+        "import torch\n"
+        "from pkg.kernels import prepare\n"
+        "from pkg.layer import Layer\n"
+        "class Runner:\n"
+        "    def __init__(self):\n"
+        "        self.layer = Layer()\n"
+        "    def warmup(self, x):\n"
+        "        prepare(self.layer, x)\n"
+        "        with torch.inference_mode():\n"
+        "            self.layer.forward(x)\n"
+        "    def execute_model(self, x):\n"
+        "        with torch.no_grad():\n"
+        "            return self.layer.forward(x)\n"
+        "def start(runner: Runner, x):\n"
+        "    with torch.inference_mode():\n"
+        "        runner.warmup(x)\n",
+}
 
 
-def flake8(tmp_path, *args):
-    return run_module("flake8", "--isolated" if "--isolated" in args else "--select", *[
-        a for a in args if a != "--isolated"], cwd=tmp_path)
+def heads(stdout: str) -> list[dict]:
+    return [m.groupdict() for m in map(HEAD.match, stdout.splitlines()) if m]
+
+
+def keys(stdout: str) -> set[tuple[str, int, int, str]]:
+    return {(h["path"], int(h["line"]), int(h["col"]), h["code"]) for h in heads(stdout)}
 
 
 def codes(proc):
-    return [(line.split(":")[1], line.split()[1]) for line in proc.stdout.splitlines()]
+    return [(h["line"], h["code"]) for h in heads(proc.stdout)]
 
 
-def test_plugin_reports_same_as_cli(tmp_path):
+def test_plugin_reports_same_as_cli_on_a_multi_module_package(tmp_path):
+    write_package(tmp_path, PACKAGE)
+    cli = run_module("lints", "--select", "GM", "--no-cache", "pkg", cwd=tmp_path)
+    assert cli.returncode == 1, cli.stderr
+    expected = keys(cli.stdout)
+    assert {code for *_, code in expected} >= {"GM101", "GM104", "GM202"}
+    assert ("pkg/kernels.py", 3, 10, "GM101") in expected  # warm only through warm.py
+    proc = run_module("flake8", "--select", "GM", "pkg", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert keys(proc.stdout) == expected
+    # one file at a time: still the whole project as context
+    single = run_module("flake8", "--select", "GM", "pkg/kernels.py", cwd=tmp_path)
+    assert keys(single.stdout) == {k for k in expected if k[0] == "pkg/kernels.py"}
+    parallel = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
+    assert keys(parallel.stdout) == expected
+
+
+def test_plugin_messages_equal_cli_messages(tmp_path):
     shutil.copy(BUGGY, tmp_path / "b.py")
     proc = run_module("flake8", "--select", "GM", "b.py", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     cli = run_module("lints", "--select", "GM", "b.py", cwd=tmp_path)
-    assert proc.stdout == cli.stdout.replace(" [*]", "")
+    # the plugin analyses the project by absolute path: its messages may spell other files' paths so
+    strip = lambda h: dict(h, message=h["message"].removesuffix(" [*]").removesuffix(" [unsafe fix]")  # noqa: E731
+                           .replace(f"{tmp_path}/", ""))
+    assert [strip(h) for h in heads(proc.stdout)] == [strip(h) for h in heads(cli.stdout)]
 
 
 def test_default_selection_keeps_opt_in_off(tmp_path):

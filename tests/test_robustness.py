@@ -7,12 +7,14 @@ property (default 150) for a longer local run, e.g. ``GRADMODE_FUZZ_EXAMPLES=300
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -22,11 +24,12 @@ import pyflakes.api
 import pyflakes.messages
 import pyflakes.reporter
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 
 from lints.codemod import FixOptions, fix_text
 from lints.config import Config
-from lints.engine import SourceFile, analyze_text, read_source
+from lints.engine import lint_project
+from lints.files import SourceFile, read_source
 from lints.model import FileError
 
 # Generated programs are full of `"x"()` and "\\d": compiling them warns, which is not our concern.
@@ -34,13 +37,17 @@ pytestmark = [pytest.mark.filterwarnings("ignore::SyntaxWarning"),
               pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")]
 
 REPO = Path(__file__).resolve().parent.parent
+GEN_PATH = "<set below>"
 FUZZ_EXAMPLES = int(os.environ.get("GRADMODE_FUZZ_EXAMPLES", "200"))
 FIX_RULES = ("GM101", "GM102", "GM103")
 CONFIG = Config()
 CONFIG_IM = Config(serving_grad_mode="inference_mode")
 
 _common = dict(deadline=None, derandomize=os.environ.get("GRADMODE_FUZZ_RANDOM") is None,  # CI: same programs
-               suppress_health_check=list(HealthCheck), database=None)
+               suppress_health_check=list(HealthCheck), database=None,
+               # no shrinking in CI: a failure is reported as generated (shrinking took > 5 minutes)
+               phases=[Phase.explicit, Phase.reuse, Phase.generate] + (
+                   [Phase.shrink] if os.environ.get("GRADMODE_FUZZ_SHRINK") else []))
 # Random programs rarely reach the rules and are cheap; programs built from grad-mode snippets are
 # parsed, linted, fixed and re-fixed, which costs ~0.3 s each (see bench/RESULTS.md on fix_text's speed).
 fuzz_settings = settings(max_examples=FUZZ_EXAMPLES, **_common)
@@ -51,8 +58,8 @@ mixed_settings = settings(max_examples=max(5, FUZZ_EXAMPLES // 10), **_common)
 # --------------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------------
-def source_of(text: str, path: str = "gen.py") -> SourceFile:
-    return SourceFile(path, text, "utf-8", text.encode("utf-8"))
+def source_of(text: str, path: str = "") -> SourceFile:
+    return SourceFile(path or GEN_PATH, text, "utf-8", text.encode("utf-8"))
 
 
 def assert_parses(text: str, what: str = "fixed code") -> None:
@@ -63,16 +70,28 @@ def assert_parses(text: str, what: str = "fixed code") -> None:
         raise AssertionError(f"{what} does not parse: {exc}\n---\n{text}") from exc
 
 
-def analyze(text: str, config: Config = CONFIG, prefilter: bool = True):
-    result = analyze_text(text, "gen.py", config, prefilter=prefilter)
-    assert isinstance(result, FileError) or hasattr(result, "hits"), result
-    return result
+# One small project for the generated programs: gen.py's text is handed to lint_project as an override
+# (nothing is written per example), the project around it is empty.
+_GEN_DIR = tempfile.mkdtemp(prefix="gradmode-fuzz-")
+Path(_GEN_DIR, "pyproject.toml").write_text("")
+GEN = os.path.join(_GEN_DIR, "gen.py")
+Path(GEN).write_text("")
+GEN_PATH = GEN
 
 
-def codes(text: str, config: Config = CONFIG) -> list[str]:
-    result = analyze(text, config)
-    assert not isinstance(result, FileError), result
-    return [hit.code for hit in result.hits]
+def analyze(text: str, config: Config = CONFIG):
+    """The project run on ``text`` as gen.py: (findings, error or None)."""
+    run = lint_project([GEN], config, use_cache=False, overrides={GEN: text})
+    assert len(run.errors) <= 1, run.errors
+    return run.findings, (run.errors[0] if run.errors else None)
+
+
+def fix(text: str, options: FixOptions):
+    """``fix_text`` on the project run's findings for ``text``: (new text or None, remaining, error)."""
+    findings, error = analyze(text, options.config)
+    if error is not None:
+        return None, [], error.message
+    return fix_text(source_of(text), dataclasses.replace(options, findings={GEN: findings}))
 
 
 class _Collect(pyflakes.reporter.Reporter):
@@ -111,6 +130,7 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
     """Bytes and mode of every regular file below ``root`` (links not followed)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = [d for d in dirnames if d != ".gradmode_cache"]  # the tool's own cache (it has a .gitignore)
         for name in filenames:
             path = Path(dirpath, name)
             if path.is_symlink() or not path.is_file():
@@ -343,19 +363,17 @@ def _hypothesmith_programs():
 @fuzz_settings
 @given(source=_hypothesmith_programs())
 def test_hypothesmith_programs_never_crash_the_linter_or_the_codemod(source: str) -> None:
-    for prefilter in (True, False):
-        result = analyze_text(source, "gen.py", CONFIG, prefilter=prefilter)  # must not raise
-        assert isinstance(result, FileError) or isinstance(result.hits, list)
-        if isinstance(result, FileError):
-            assert result.message and "\n" not in result.message
+    findings, error = analyze(source, CONFIG)  # must not raise
+    if error is not None:
+        assert error.message and "\n" not in error.message and not findings
     for options in (FixOptions(CONFIG), FixOptions(CONFIG, style="no_grad", unsafe_fixes=True)):
-        fixed, remaining, error = fix_text(source_of(source), options)
+        fixed, remaining, error = fix(source, options)
         if error is not None:
             assert fixed is None and "\n" not in error
             continue
         if fixed is not None:
             assert_parses(fixed)
-            again, _, error2 = fix_text(source_of(fixed), options)
+            again, _, error2 = fix(fixed, options)
             assert error2 is None and again is None, "fix is not idempotent"
 
 
@@ -376,7 +394,7 @@ def test_hypothesmith_programs_with_grad_mode_code_appended(source: str, snippet
 
 def _check_fix(source: str, options: FixOptions, before: list) -> None:
     """Fix ``source`` once and check the result; ``before`` is the findings of the source."""
-    fixed, remaining, error = fix_text(source_of(source), options)
+    fixed, remaining, error = fix(source, options)
     assert error is None, error
     if fixed is None:
         # Nothing applicable: every finding left must be one the options do not fix.
@@ -385,10 +403,10 @@ def _check_fix(source: str, options: FixOptions, before: list) -> None:
         return
     assert fixed != source
     assert_parses(fixed)
-    # The same findings as a fresh lint of the fixed text, and nothing the options could still fix.
-    relint = analyze(fixed, options.config)
-    assert not isinstance(relint, FileError), relint
-    assert sorted((h.code, h.line, h.col) for h in relint.hits) == sorted((f.code, f.line, f.col) for f in remaining)
+    # A fresh lint of the fixed text: nothing the options could still fix (its positions moved, so the
+    # project lint, not ``remaining``, is what is left).
+    remaining, relint_error = analyze(fixed, options.config)
+    assert relint_error is None, relint_error
     if options.unsafe_fixes:
         assert not [f for f in remaining if f.code in FIX_RULES], (remaining, fixed)
         assert not [f for f in remaining if f.fixable], (remaining, fixed)
@@ -396,7 +414,7 @@ def _check_fix(source: str, options: FixOptions, before: list) -> None:
         assert not [f for f in remaining if f.code in FIX_RULES and f.fixable == "safe"], (remaining, fixed)
         assert not [f for f in remaining if f.fixable == "safe"], (remaining, fixed)
     # Idempotent: fixing the fixed text changes nothing.
-    again, remaining2, error2 = fix_text(source_of(fixed), options)
+    again, remaining2, error2 = fix(fixed, options)
     assert error2 is None and again is None, f"not idempotent:\n{fixed}\n---\n{again}"
     assert remaining2 == remaining
     # Line endings and comments kept; no name the fix uses is left undefined.
@@ -410,12 +428,12 @@ def _check_fix(source: str, options: FixOptions, before: list) -> None:
 
 def _check_program(source: str, style: str, unsafe: bool) -> None:
     results = {}
-    for config, prefilter in ((CONFIG, True), (CONFIG, False), (CONFIG_IM, True)):
-        result = analyze(source, config, prefilter)
-        assert not isinstance(result, FileError), f"{result}\n{source}"
-        results[config, prefilter] = sorted((h.code, h.line, h.col) for h in result.hits)
-    assert results[CONFIG, True] == results[CONFIG, False], "the prefilter changed the findings"
-    _check_fix(source, FixOptions(CONFIG, style=style, unsafe_fixes=unsafe), results[CONFIG, True])
+    for config in (CONFIG, CONFIG_IM):
+        findings, error = analyze(source, config)
+        assert error is None, f"{error}\n{source}"
+        results[config] = sorted((f.code, f.line, f.col) for f in findings)
+    assert not [c for c, _, _ in results[CONFIG_IM] if c in FIX_RULES], "GM1xx fixes under inference serving"
+    _check_fix(source, FixOptions(CONFIG, style=style, unsafe_fixes=unsafe), results[CONFIG])
 
 
 @snippet_settings
@@ -440,9 +458,9 @@ def test_self_referential_assignments_do_not_abort_the_analysis() -> None:
         "    with torch.inference_mode():\n"
         "        return a\n"
     )
-    result = analyze_text(source, "cycle.py", CONFIG)
-    assert not isinstance(result, FileError), result
-    fixed, remaining, error = fix_text(source_of(source, "cycle.py"), FixOptions(CONFIG, unsafe_fixes=True))
+    findings, error = analyze(source, CONFIG)
+    assert error is None, error
+    fixed, remaining, error = fix(source, FixOptions(CONFIG, unsafe_fixes=True))
     assert error is None, error
 
 
@@ -543,7 +561,7 @@ def test_codemod_round_trip_over_torch_sources(torch_tree: Path, tmp_path: Path)
     "import torch\n"
     "def main(runner):\n"
     "    with torch.inference_mode(), torch.inference_mode():\n"
-    "        runner.capture()\n",
+    "        runner.kernel_warmup()\n",
     # nested inference_mode blocks: the outer one only becomes safe to remove once the inner one is gone
     "import torch\n"
     "def main(runner):\n"
@@ -554,10 +572,10 @@ def test_codemod_round_trip_over_torch_sources(torch_tree: Path, tmp_path: Path)
 def test_one_codemod_pass_fixes_everything_it_can(source: str) -> None:
     """Found by the generated programs: a second codemod run must not change the file again."""
     options = FixOptions(CONFIG)
-    fixed, remaining, error = fix_text(source_of(source), options)
+    fixed, remaining, error = fix(source, options)
     assert error is None and fixed is not None
     assert not [f for f in remaining if f.fixable == "safe"], remaining
-    again, _, _ = fix_text(source_of(fixed), options)
+    again, _, _ = fix(fixed, options)
     assert again is None, f"second pass still changes the file:\n{fixed}---\n{again}"
 
 
@@ -571,12 +589,12 @@ def test_one_codemod_pass_fixes_everything_it_can(source: str) -> None:
     "import torch\n"
     "def main(runner):\n"
     "    with torch.inference_mode() as ctx:\n"
-    "        runner.capture()\n"
+    "        runner.kernel_warmup()\n"
     "        print(ctx)\n",
 ], ids=["GM101", "GM104"])
 def test_unsafe_fix_keeps_the_with_target_bound(source: str, style: str) -> None:
     """Found by the generated programs: unwrapping `with inference_mode() as ctx:` must not leave `ctx` unbound."""
-    fixed, _, error = fix_text(source_of(source), FixOptions(CONFIG, style=style, unsafe_fixes=True))
+    fixed, _, error = fix(source, FixOptions(CONFIG, style=style, unsafe_fixes=True))
     assert error is None
     if fixed is not None:
         assert_parses(fixed)
@@ -598,23 +616,27 @@ def mixed_tree(torch_tree: Path, tmp_path_factory) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
     for code, rule in ALL_RULES.items():
-        for i, example in enumerate(rule.invalid + rule.valid):
-            target = dest / "examples" / code.lower() / f"example_{i}.py"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(example.replace("# expect:", "# was expect:"))
+        for i, example in enumerate(rule.INVALID + rule.VALID):
+            files = example if isinstance(example, dict) else {f"example_{i}.py": example}
+            for rel, text in files.items():
+                target = dest / "examples" / code.lower() / (f"package_{i}" if isinstance(example, dict) else "") / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text.replace("# expect:", "# was expect:"))
     # The same content at two paths: the cache must report each under its own path.
-    (dest / "examples" / "dup_a.py").write_text(ALL_RULES["GM101"].invalid[0])
-    (dest / "examples" / "dup_b.py").write_text(ALL_RULES["GM101"].invalid[0])
+    (dest / "examples" / "dup_a.py").write_text(ALL_RULES["GM101"].INVALID[0])
+    (dest / "examples" / "dup_b.py").write_text(ALL_RULES["GM101"].INVALID[0])
     return dest
 
 
 def test_lint_results_do_not_depend_on_jobs_or_cache(mixed_tree: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
+    # one example serving under inference mode would set the whole tree's inferred mode: fix it
+    MODE = ("--serving-grad-mode", "no_grad")
     runs = {
-        "jobs1": _lint_json(mixed_tree, "--no-cache", "--jobs", "1", cwd=tmp_path),
-        "jobs2": _lint_json(mixed_tree, "--no-cache", "--jobs", "2", cwd=tmp_path),
-        "cold": _lint_json(mixed_tree, "--cache-dir", str(cache), "--jobs", "2", cwd=tmp_path),
-        "warm": _lint_json(mixed_tree, "--cache-dir", str(cache), "--jobs", "1", cwd=tmp_path),
+        "jobs1": _lint_json(mixed_tree, *MODE, "--no-cache", "--jobs", "1", cwd=tmp_path),
+        "jobs2": _lint_json(mixed_tree, *MODE, "--no-cache", "--jobs", "2", cwd=tmp_path),
+        "cold": _lint_json(mixed_tree, *MODE, "--cache-dir", str(cache), "--jobs", "2", cwd=tmp_path),
+        "warm": _lint_json(mixed_tree, *MODE, "--cache-dir", str(cache), "--jobs", "1", cwd=tmp_path),
     }
     assert runs["jobs1"]["findings"], "no findings: the comparison would prove nothing"
     assert {f["path"] for f in runs["jobs1"]["findings"]} >= {"examples/dup_a.py", "examples/dup_b.py"}
@@ -626,9 +648,9 @@ def test_lint_results_do_not_depend_on_jobs_or_cache(mixed_tree: Path, tmp_path:
     original = edited.read_bytes()
     try:
         edited.write_text("import torch\n")
-        warm = _lint_json(mixed_tree, "--cache-dir", str(cache), cwd=tmp_path)
+        warm = _lint_json(mixed_tree, *MODE, "--cache-dir", str(cache), cwd=tmp_path)
         assert "examples/dup_b.py" not in {f["path"] for f in warm["findings"]}
-        assert warm == _lint_json(mixed_tree, "--no-cache", cwd=tmp_path)
+        assert warm == _lint_json(mixed_tree, *MODE, "--no-cache", cwd=tmp_path)
     finally:
         edited.write_bytes(original)
 
@@ -638,7 +660,8 @@ def test_codemod_results_do_not_depend_on_jobs(mixed_tree: Path, tmp_path: Path)
     for jobs in ("1", "2"):
         work = tmp_path / f"jobs{jobs}"
         shutil.copytree(mixed_tree, work)
-        proc = run_cli("lints.codemod", ".", "--unsafe-fixes", "--jobs", jobs, cwd=work)
+        proc = run_cli("lints.codemod", ".", "--unsafe-fixes", "--serving-grad-mode", "no_grad", "--jobs", jobs,
+                       cwd=work)
         assert_no_traceback(proc)
         assert proc.returncode in (0, 1), proc.stderr
         outputs[jobs] = (snapshot(work), proc.stdout, proc.stderr)
@@ -739,7 +762,9 @@ def test_linter_on_bad_input(bad_tree: Path) -> None:
         assert words.lower() in errors[name].lower(), (name, errors[name])
     unexpected = set(errors) - set(EXPECTED_ERRORS) - {"deep.py"}
     assert not unexpected, {k: errors[k] for k in unexpected}
-    assert len(_stderr_lines(proc)) == len(errors) + 1, proc.stderr  # one line per file, plus the summary
+    # one line per file, plus the serving-mode line and the summary
+    assert len(_stderr_lines(proc)) == len(errors) + 2, proc.stderr
+    assert _stderr_lines(proc)[-2].startswith("gradmode-lint: serving grad mode: ")
     report = json.loads(proc.stdout)
     assert {os.path.relpath(e["path"], bad_tree) for e in report["errors"]} == set(errors)
     found = {(os.path.relpath(f["path"], bad_tree), f["line"], f["code"]) for f in report["findings"]}

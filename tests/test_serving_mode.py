@@ -1,10 +1,16 @@
-"""serving-grad-mode: the classifier checks consistency between phases, not only a ban."""
+"""serving-grad-mode: the classifier checks consistency between phases, not only a ban.
+
+Set in the configuration, or (``auto``, the default) inferred from the serving entry points;
+see tests/test_project.py for inference across modules.
+"""
 from __future__ import annotations
 
 from lints.config import Config
-from lints.engine import analyze_text
+
+from .helpers import lint_run
 
 INFERENCE_SERVING = Config(serving_grad_mode="inference_mode")
+NO_GRAD_SERVING = Config(serving_grad_mode="no_grad")
 
 CAPTURE_UNDER_INFERENCE = (
     "import torch\n"
@@ -25,24 +31,32 @@ CAPTURE_UNDER_NO_GRAD = (
 )
 
 
-def codes(source, config):
-    return [(h.code, h.line) for h in analyze_text(source, "x.py", config).hits]
+def codes(tmp_path, source, config):
+    run = lint_run(tmp_path, {"x.py": source}, config)
+    assert not run.errors, run.errors
+    return [(f.code, f.line) for f in run.findings]
 
 
-def test_default_no_grad_serving_bans_inference_mode_in_capture():
-    assert codes(CAPTURE_UNDER_INFERENCE, Config()) == [("GM101", 4)]
-    assert codes(CAPTURE_UNDER_NO_GRAD, Config()) == []
+def test_no_grad_serving_bans_inference_mode_in_capture(tmp_path):
+    assert codes(tmp_path, CAPTURE_UNDER_INFERENCE, Config()) == [("GM101", 4)]  # auto: no evidence, no_grad
+    assert codes(tmp_path, CAPTURE_UNDER_INFERENCE, NO_GRAD_SERVING) == [("GM101", 4)]
+    assert codes(tmp_path, CAPTURE_UNDER_NO_GRAD, Config()) == []
 
 
-def test_inference_mode_serving_accepts_inference_mode_everywhere():
-    assert codes(CAPTURE_UNDER_INFERENCE, INFERENCE_SERVING) == []
+def test_inference_mode_serving_accepts_inference_mode_everywhere(tmp_path):
+    assert codes(tmp_path, CAPTURE_UNDER_INFERENCE, INFERENCE_SERVING) == []
 
 
-def test_inference_mode_serving_flags_no_grad_in_capture():
-    assert codes(CAPTURE_UNDER_NO_GRAD, INFERENCE_SERVING) == [("GM105", 3), ("GM105", 5), ("GM105", 8)]
+def test_inference_mode_serving_flags_no_grad_in_capture(tmp_path):
+    assert codes(tmp_path, CAPTURE_UNDER_NO_GRAD, INFERENCE_SERVING) == [("GM105", 3), ("GM105", 5), ("GM105", 8)]
 
 
-def test_inference_mode_serving_silences_caller_side_and_crash_combination():
+def test_gm105_notes_say_where_the_serving_mode_comes_from(tmp_path):
+    run = lint_run(tmp_path, {"x.py": CAPTURE_UNDER_NO_GRAD}, INFERENCE_SERVING)
+    assert all("serving-grad-mode in the configuration" in f.notes for f in run.findings)
+
+
+def test_inference_mode_serving_silences_caller_side_and_crash_combination(tmp_path):
     source = (
         "import torch\n"
         "class Moe:\n"
@@ -55,7 +69,25 @@ def test_inference_mode_serving_silences_caller_side_and_crash_combination():
         "            self.forward(x)\n"
         "def main(runner):\n"
         "    with torch.inference_mode():\n"
-        "        runner.capture()\n"
+        "        runner.kernel_warmup()\n"
     )
-    assert {c for c, _ in codes(source, Config())} == {"GM101", "GM104", "GM202"}
-    assert codes(source, INFERENCE_SERVING) == []
+    assert {c for c, _ in codes(tmp_path, source, Config())} == {"GM101", "GM104", "GM202"}
+    assert codes(tmp_path, source, INFERENCE_SERVING) == []
+
+
+def test_config_mode_overrides_the_inferred_one(tmp_path):
+    source = (
+        "import torch\n"
+        "@torch.inference_mode()\n"
+        "def execute_model(model, x):\n"
+        "    return model(x)\n"
+        "def warmup(model):\n"
+        "    with torch.inference_mode():\n"
+        "        model()\n"
+    )
+    run = lint_run(tmp_path, {"x.py": source}, Config())
+    assert (run.analysis.serving.mode, run.analysis.serving.source) == ("inference_mode", "inferred")
+    assert run.findings == []
+    run = lint_run(tmp_path, {"x.py": source}, NO_GRAD_SERVING)
+    assert (run.analysis.serving.mode, run.analysis.serving.source) == ("no_grad", "config")
+    assert [(f.code, f.line) for f in run.findings] == [("GM101", 6)]

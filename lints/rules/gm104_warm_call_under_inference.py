@@ -7,8 +7,8 @@ from ..model import Finding, Fix
 from ..phases import match
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
-from ..summary import C_COL, C_LINE, C_WITH, I_COL, I_LINE, W_BARE_CALLS, W_COL, W_INNER, W_ITEMS, W_LINE, W_PARENT, \
-    W_STATEMENTS
+from ..summary import C_COL, C_LINE, C_WITH, I_COL, I_LINE, W_BARE_CALLS, W_COL, W_ENTER, W_INNER, W_ITEMS, W_LINE, \
+    W_PARENT, W_STATEMENTS
 
 
 class WarmPathCalledUnderInferenceMode(Rule):
@@ -117,6 +117,8 @@ class WarmPathCalledUnderInferenceMode(Rule):
         safe = bool(items) and _only_warm(fn, with_index, warm_calls) and not any(
             record[W_ITEMS][i][3] for i in items)
         positions = tuple((record[W_ITEMS][i][I_LINE], record[W_ITEMS][i][I_COL]) for i in items)
+        if record[W_ENTER]:  # `stack.enter_context(torch.inference_mode())`: the switch becomes a null context
+            return Fix("null_context", positions[0] if positions else (record[W_LINE], record[W_COL]), bool(items))
         action = "unwrap_with" if len(items) == len(record[W_ITEMS]) else "drop_with_item"
         return Fix(action, (record[W_LINE], record[W_COL]), safe, positions)
 

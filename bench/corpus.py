@@ -1,0 +1,143 @@
+"""Fetch the benchmark corpora: pinned wheels, checked by sha256, only their ``.py`` files unpacked.
+
+    python bench/corpus.py                    # all of them
+    python bench/corpus.py sglang-0.5.15      # one
+    python bench/corpus.py --list             # print name and tree folder, fetch nothing
+
+Everything goes under ``.bench/corpus/`` (git-ignored; upstream code is never committed):
+
+* ``.bench/corpus/dl/``: the wheels, from ``pip download --no-deps`` with ``--require-hashes``
+  (pip picks the one file with the pinned hash). A wheel already there with the right sha256 is
+  reused, so copying the wheels in by hand works offline.
+* ``.bench/corpus/<name>/<package>/**.py``: the Python files of the package, nothing else.
+* ``.bench/corpus/<name>/pyproject.toml``: a marker written here, with an empty ``[tool.gradmode]``
+  table. It makes ``<name>/`` the project root (the tree would otherwise belong to this
+  repository's project, which has its own settings) and means "default settings" to the linter.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / ".bench" / "corpus"
+DOWNLOADS = CORPUS / "dl"
+
+# name -> (requirement, sha256 of the wheel, package folder inside the wheel)
+CORPORA = {
+    "sglang-0.5.15": ("sglang==0.5.15", "21492759b4b99e117bd81610f633422f3fdae2896c2cde6931eab886deccc44f", "sglang"),
+    "sglang-0.5.23": ("sglang==0.5.23", "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937", "sglang"),
+    "vllm-0.11.0": ("vllm==0.11.0", "3861c75ff2b12e24f6d179ff5c084d791b42ded8675d76c8706697c79f68cd62", "vllm"),
+}
+MARKER = ("# Written by bench/corpus.py: makes this folder the project root of the unpacked tree.\n"
+          "# The table is empty: the linter runs with its default settings.\n[tool.gradmode]\n")
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def project_dir(name: str) -> Path:
+    """The folder to run the linter in (holds the marker and the package)."""
+    return CORPUS / name
+
+
+def tree(name: str) -> Path:
+    """The package folder: ``.bench/corpus/<name>/<package>``."""
+    return project_dir(name) / CORPORA[name][2]
+
+
+def _wheel(name: str) -> Path | None:
+    req, digest, _ = CORPORA[name]
+    dist, version = req.split("==")
+    for path in sorted(DOWNLOADS.glob(f"{dist.replace('-', '_')}-{version}-*.whl")):
+        if sha256(path) == digest:
+            return path
+    return None
+
+
+def download(name: str, extra_pip: list[str]) -> Path:
+    wheel = _wheel(name)
+    if wheel is not None:
+        return wheel
+    req, digest, _ = CORPORA[name]
+    DOWNLOADS.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        reqs = Path(tmp) / "requirements.txt"
+        reqs.write_text(f"{req} --hash=sha256:{digest}\n")
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--require-hashes",
+               "-r", str(reqs), "-d", str(DOWNLOADS), *extra_pip]
+        print("$", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+    wheel = _wheel(name)
+    if wheel is None:
+        raise SystemExit(f"corpus: {name}: no wheel with sha256 {digest} in {DOWNLOADS} after pip download")
+    return wheel
+
+
+def extract(name: str, wheel: Path) -> tuple[int, int]:
+    """Unpack ``<package>/**.py`` of ``wheel``; (files, lines)."""
+    package = CORPORA[name][2]
+    dest = project_dir(name)
+    stamp = dest / ".complete"
+    if stamp.exists() and stamp.read_text().split()[0] == sha256(wheel):
+        files, lines = (int(x) for x in stamp.read_text().split()[1:3])
+        return files, lines
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    files = lines = 0
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            parts = info.filename.split("/")
+            if (info.is_dir() or parts[0] != package or not info.filename.endswith(".py")
+                    or ".." in parts or info.filename.startswith("/")):
+                continue
+            target = dest.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = zf.read(info)
+            target.write_bytes(data)
+            files += 1
+            lines += data.count(b"\n")
+    (dest / "pyproject.toml").write_text(MARKER)
+    stamp.write_text(f"{sha256(wheel)} {files} {lines}\n")
+    return files, lines
+
+
+def ensure(name: str, extra_pip: list[str] = ()) -> Path:
+    """Fetch and unpack ``name`` if needed; its package folder."""
+    files, lines = extract(name, download(name, list(extra_pip)))
+    print(f"corpus: {name}: {files} .py files, {lines} lines in {os.path.relpath(tree(name), REPO)}", flush=True)
+    return tree(name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", metavar="NAME", help=", ".join(CORPORA) + " (default: all)")
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--pip-arg", action="append", default=[], help="extra argument for pip download "
+                        "(e.g. --pip-arg=--find-links=DIR)")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in CORPORA]
+    if unknown:
+        parser.error(f"unknown corpus {', '.join(unknown)} (known: {', '.join(CORPORA)})")
+    for name in args.names or CORPORA:
+        if args.list:
+            print(name, os.path.relpath(tree(name), REPO))
+        else:
+            ensure(name, args.pip_arg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
