@@ -112,6 +112,12 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
         if error is None and fixed is not None:
             fixed, error = _keep_unrelated_bytes(source.text, fixed, source.path)
     except Exception as exc:  # one bad file must not stop the run
+        if _SIGNALLED:
+            raise _SignalExit(128 + _SIGNALLED[0]) from None
+        if os.environ.get("GRADMODE_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
         return FixOutcome(path, error=f"internal error while fixing: {type(exc).__name__}: {exc}; file left unchanged")
     if error is not None:
         return FixOutcome(path, error=error)
@@ -234,7 +240,17 @@ def _exit_on_signal(signum, frame) -> None:
     """SIGTERM/SIGINT/SIGHUP: remove the temp file being written (writes defer these signals, so
     there is none in practice) and exit 128+signal; workers are stopped by ``run_jobs``."""
     remove_in_flight_temps()
-    raise SystemExit(128 + signum)
+    _SIGNALLED.append(signum)
+    raise _SignalExit(128 + signum)
+
+
+# Signals taken so far: an exit raised inside library code can come out as another exception (libcst's
+# context managers turn it into a KeyError); ``fix_file`` checks this before calling anything a file's fault.
+_SIGNALLED: list[int] = []
+
+
+class _SignalExit(SystemExit):
+    """The exit a signal asks for (SIGTERM/SIGINT/SIGHUP), told apart from other exits."""
 
 
 @contextlib.contextmanager
@@ -261,7 +277,14 @@ def _signals_exit_cleanly():
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     with _signals_exit_cleanly():
-        return _main(argv)
+        try:
+            return _main(argv)
+        except _SignalExit as exc:
+            # the workers are stopped and the temp file removed; skip the interpreter's exit hooks, which
+            # would try to wake the stopped pool's threads and print a traceback
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exc.code)
 
 
 def _main(argv: Optional[Sequence[str]]) -> int:

@@ -97,8 +97,15 @@ def test_unsafe_fix_needs_flag(tmp_path):
 
 def test_fix_text_without_findings_changes_nothing():
     source = (FIXTURES / "fix" / "sglang.in.py").read_text()
-    new, remaining, error = fix_text(decode_source("x.py", source.encode()), FixOptions(Config(), write=False))
+    new, remaining, error = fix_text(decode_source("x.py", source.encode()),
+                                     FixOptions(Config(), write=False, findings={}))
     assert (new, remaining, error) == (None, [], None)
+
+
+def test_fix_text_alone_analyses_the_text_as_its_own_project():
+    source = (FIXTURES / "fix" / "sglang.in.py").read_text()
+    new, remaining, error = fix_text(decode_source("x.py", source.encode()), FixOptions(Config(), write=False))
+    assert error is None and new == (FIXTURES / "fix" / "sglang.out.py").read_text()
 
 
 def test_gm2_is_reported_not_rewritten(tmp_path):
