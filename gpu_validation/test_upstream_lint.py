@@ -36,6 +36,9 @@ import pytest
 
 from gpu_validation import sglang_upstream as su
 
+# The sglang wheels (~52 MB) are fetched on first use: part of the full suite, not the quick one.
+pytestmark = pytest.mark.slow
+
 GRAD_MODE_NAMES = {"inference_mode", "no_grad", "enable_grad", "set_grad_enabled"}
 SITES = {  # file key -> (function qualname, what the with wraps, the 0.5.15 line, the line after the codemod)
     "flashinfer_autotune": ("flashinfer_autotune_context", "yield",

@@ -37,6 +37,9 @@ import torch
 from gpu_validation import checks, runner_fixed, sglang_upstream as su
 from gpu_validation.checks import INFERENCE_TENSOR_ERROR, requires_cuda
 
+# The sglang wheels (~52 MB) are fetched on first use: part of the full suite, not the quick one.
+pytestmark = pytest.mark.slow
+
 # Every test takes the session fixture `upstream_files` (conftest.py): it fetches the pinned files when absent
 # and pip can download them, and skips with `python gpu_validation/fetch_upstream.py` as the way to get them.
 

@@ -12,8 +12,9 @@ import pytest
 from .helpers import FIXTURES, ROOT
 
 # `python -m pre_commit` from this interpreter: CI runs `.venv/bin/python -m pytest` without the venv on PATH.
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("pre_commit") is None or shutil.which("git") is None,
-                                reason="pre-commit or git not installed")
+pytestmark = [pytest.mark.slow,  # real `pre-commit try-repo` runs: the full suite (CI) runs them
+              pytest.mark.skipif(importlib.util.find_spec("pre_commit") is None or shutil.which("git") is None,
+                                 reason="pre-commit or git not installed")]
 
 
 def sh(*args, cwd, check=True, env=None):

@@ -360,6 +360,7 @@ def _hypothesmith_programs():
     return hypothesmith.from_grammar()
 
 
+@pytest.mark.slow
 @fuzz_settings
 @given(source=_hypothesmith_programs())
 def test_hypothesmith_programs_never_crash_the_linter_or_the_codemod(source: str) -> None:
@@ -377,6 +378,7 @@ def test_hypothesmith_programs_never_crash_the_linter_or_the_codemod(source: str
             assert error2 is None and again is None, "fix is not idempotent"
 
 
+@pytest.mark.slow
 @mixed_settings
 @given(source=_hypothesmith_programs(), snippet=grad_mode_programs(), style=st.sampled_from(["remove", "no_grad"]),
        unsafe=st.booleans())
@@ -436,6 +438,7 @@ def _check_program(source: str, style: str, unsafe: bool) -> None:
     _check_fix(source, FixOptions(CONFIG, style=style, unsafe_fixes=unsafe), results[CONFIG])
 
 
+@pytest.mark.slow
 @snippet_settings
 @given(source=grad_mode_programs(), style=st.sampled_from(["remove", "no_grad"]), unsafe=st.booleans())
 def test_grad_mode_programs_lint_and_fix_cleanly(source: str, style: str, unsafe: bool) -> None:
@@ -527,6 +530,7 @@ def _lint_json(tree: Path, *args: str, cwd: Path) -> dict:
     return data
 
 
+@pytest.mark.slow
 def test_codemod_round_trip_over_torch_sources(torch_tree: Path, tmp_path: Path) -> None:
     work = tmp_path / "torch"
     shutil.copytree(torch_tree, work, symlinks=True)
