@@ -1,5 +1,11 @@
+"""``python -m lints``: see ``lints.cli``."""
+import os
 import sys
 
 from .cli import main
 
-sys.exit(main())
+try:
+    sys.exit(main())
+except BrokenPipeError:  # `python -m lints rules | head`: the reader left; not an error of ours
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(1)

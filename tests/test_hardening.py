@@ -344,6 +344,9 @@ def _state(paths: list[Path]) -> tuple[int, int]:
 
 def _start_and_wait_for_writes(root: Path, paths: list[Path], jobs: str, writes: int,
                                **popen) -> subprocess.Popen:
+    # A shell running the suite in the background hands its children SIGINT ignored, which the codemod
+    # respects (as under nohup); the test is about the handler, so the child starts with the default.
+    popen.setdefault("preexec_fn", lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     proc = subprocess.Popen([sys.executable, "-m", "lints.codemod", str(root), "--jobs", jobs, "-q"], cwd=root,
                             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
     deadline = time.monotonic() + 120
