@@ -231,16 +231,6 @@ class Phases:
         return f"called from {steps[0]}" + (f" (reached from {self.project.label(current)}: {root})"
                                            if current != fid else "")
 
-    def why_serving(self, fid: str) -> str:
-        steps = []
-        current = fid
-        while current is not None and self.serving[current].parent is not None and len(steps) < 8:
-            step = self.serving[current]
-            steps.append(self.project.label(step.parent))
-            current = step.parent
-        return (f"{self.project.label(current)} ({self.serving_roots[current].why})"
-                if current in self.serving_roots else "")
-
     def reaches_warm(self, fid: str, depth: int = 4) -> Optional[str]:
         """A warm root that ``fid`` runs (itself included), following calls a few levels down."""
         seen = {fid}

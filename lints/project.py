@@ -108,9 +108,6 @@ class Project:
         self._mro[cid] = order
         return order
 
-    def subclasses_of(self, cid: str) -> list[str]:
-        return [other for other in self.classes if other != cid and cid in self.mro(other)]
-
     def method(self, cid: str, name: str) -> Optional[str]:
         for klass in self.mro(cid):
             summary, cls = self.classes[klass]

@@ -14,8 +14,7 @@ from typing import NamedTuple, Optional
 
 from . import names
 from .project import EXTERNAL, FUNC, GLOBAL, LOCAL, PARAM, Project
-from .summary import (MODULE_SCOPE, A_TARGET, A_VALUE, C_ARGS, C_FUNC, C_KWARGS, D_EXPR, I_EXPR, R_VALUE, R_WITH, R_YIELD, W_ITEMS,
-                      W_PARENT)
+from .summary import (MODULE_SCOPE, C_ARGS, C_FUNC, C_KWARGS, D_EXPR, I_EXPR, R_VALUE, R_WITH, R_YIELD, W_ITEMS, W_PARENT)
 
 INFERENCE, INFERENCE_OFF, NO_GRAD, ENABLE_GRAD, UNKNOWN, PARAM_MODE = (
     "inference_mode", "inference_off", "no_grad", "enable_grad", "unknown", "param")
@@ -261,31 +260,4 @@ class Regions:
             if mode.mode in _INFERENCE_STATES:
                 return mode.mode, mode
         return None
-
-    def grad_state(self, fid: str, with_index: int) -> Optional[Mode]:
-        """The innermost no_grad / enable_grad / inference-mode switch around a fact, if any."""
-        for modes in self.enclosing_modes(fid, with_index):
-            for mode in modes:
-                if mode.mode in (INFERENCE, NO_GRAD, ENABLE_GRAD, UNKNOWN):
-                    return mode
-        for mode, _dec in self.decorator_modes(fid):
-            return mode
-        return None
-
-    def custom_decorator_unknown(self, fid: str) -> Optional[str]:
-        """A decorator we cannot resolve that may set a grad mode (its name says so)."""
-        for dec in self.project.function(fid)["dec"]:
-            expr = dec[D_EXPR]
-            name = expr[1] if expr[0] == "n" else (
-                self.project.function(fid)["calls"][expr[1]][C_FUNC][1]
-                if expr[0] == "c" and self.project.function(fid)["calls"][expr[1]][C_FUNC][0] == "n" else "")
-            if name and any(word in name.lower() for word in ("grad", "inference")):
-                if not self.modes_of(fid, expr) and self._wrapping_decorator(fid, expr) is None:
-                    return name
-        return None
-
-
-def local_assigned(project: Project, fid: str, name: str) -> list:
-    return [fact[A_VALUE] for fact in project.function(fid)["assigns"]
-            if fact[A_TARGET][0] == "n" and fact[A_TARGET][1] == name]
 

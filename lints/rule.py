@@ -8,7 +8,6 @@ style: the rule owns its fix (``FIX`` describes it, the check attaches it to eac
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, ClassVar, Iterator, Union
 
 from .model import Finding, Fix, fixable_of
@@ -44,21 +43,3 @@ class Rule:
                 notes: tuple[str, ...] = (), fixes: tuple[Fix, ...] = ()) -> Finding:
         return Finding(analysis.project.path_of(fid), line, col, self.CODE, message, self.SEVERITY,
                        fixable_of(fixes), tuple(notes), tuple(fixes))
-
-    @classmethod
-    def describe(cls) -> dict:
-        return {"code": cls.CODE, "name": cls.NAME, "severity": cls.SEVERITY, "summary": cls.SUMMARY,
-                "rationale": cls.RATIONALE, "fix": cls.FIX, "default_enabled": cls.DEFAULT_ENABLED}
-
-
-@dataclasses.dataclass(frozen=True)
-class RuleInfo:
-    """Kept for outputs that only need the docs (SARIF rules, the `rules` listing)."""
-
-    code: str
-    name: str
-    severity: str
-    summary: str
-    rationale: str
-    fix: str
-    default_enabled: bool

@@ -62,7 +62,7 @@ class WarmPathCalledUnderInferenceMode(Rule):
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
-        project, phases, regions = analysis.project, analysis.phases, analysis.regions
+        project, phases = analysis.project, analysis.phases
         for fid, with_index, origin in phases.inference_regions():
             if phases.is_warm_only(fid) or analysis.serving_mode_for(fid).mode == INFERENCE:
                 continue  # GM101/GM102 report the switch itself; or every phase agrees

@@ -4,7 +4,7 @@ from typing import Iterator
 
 from ..analysis import ProjectAnalysis
 from ..model import Finding
-from ..regions import INFERENCE, NO_GRAD
+from ..regions import NO_GRAD
 from ..rule import Rule
 from ._warm import warm_switches, where
 
