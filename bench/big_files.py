@@ -2,9 +2,9 @@
 
     python bench/big_files.py [--sizes 0.5,1,2,5]
 
-Each module repeats a realistic serving block (a MoE layer with lazily allocated workspaces and
-in-place updates, a model runner with an autotune context and a dummy run under inference mode, a
-serving function) with fresh names until it reaches the size, so every block is analysed (nothing
+Each module repeats the sample engine (examples/engine/model_runner.py: a MoE layer with lazily
+allocated workspaces and in-place updates, a model runner with an autotune context and a dummy run
+under inference mode, a serving function) under fresh names until it reaches the size, so every block is analysed (nothing
 is prefiltered away) and the findings grow with the size. Run in a temporary project, cold cache,
 one process (`-j 1`).
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -21,71 +22,21 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-BLOCK = '''
-
-class FusedMoE{i}:
-    def __init__(self, hidden_size):
-        self.hidden_size = hidden_size
-        self._topk_idx_out = None
-        self._final_hidden_states = None
-
-    def _workspace(self, num_tokens, device):
-        if self._final_hidden_states is None or self._final_hidden_states.shape[0] < num_tokens:
-            self._final_hidden_states = torch.empty(num_tokens, self.hidden_size, device=device)
-        return self._final_hidden_states[:num_tokens]
-
-    def select_experts(self, router_logits, num_tokens, prev_n):
-        if self._topk_idx_out is None or self._topk_idx_out.shape[0] < prev_n:
-            self._topk_idx_out = torch.empty(prev_n, dtype=torch.int32, device=router_logits.device)
-        topk_idx_out = self._topk_idx_out
-        topk_idx_out[num_tokens:prev_n].fill_(-1)
-        return topk_idx_out
-
-    def forward(self, hidden_states, router_logits, shared_output):
-        num_tokens = hidden_states.shape[0]
-        self.select_experts(router_logits, num_tokens, num_tokens)
-        final_hidden_states = self._workspace(num_tokens, hidden_states.device)
-        final_hidden_states.copy_(hidden_states)
-        final_hidden_states += shared_output
-        return final_hidden_states
-
-
-class ModelRunner{i}:
-    def __init__(self, hidden_size):
-        self.moe = FusedMoE{i}(hidden_size)
-
-    @contextlib.contextmanager
-    def _autotune_context(self):
-        with torch.inference_mode():
-            yield
-
-    def _dummy_run(self, batch_size, run_ctx=None):
-        x = torch.zeros(batch_size, self.moe.hidden_size)
-
-        def run_once():
-            return self.moe.forward(x, x, x)
-
-        with run_ctx or torch.inference_mode():
-            run_once()
-
-    def kernel_warmup(self):
-        with self._autotune_context():
-            self._dummy_run(8)
-
-
-def serve_{i}(runner, batch):
-    with torch.no_grad():
-        return runner.moe.forward(batch, batch, batch)
-'''
+SAMPLE = os.path.join(ROOT, "examples", "engine", "model_runner.py")
 
 
 def generate(size_bytes: int) -> str:
-    parts = ["import contextlib\nimport torch\n"]
-    total, i = len(parts[0]), 0
+    """The sample engine's MoE layer, runner and serving function, repeated under fresh names."""
+    with open(SAMPLE, encoding="utf-8") as handle:
+        text = handle.read()
+    start = text.index("\nclass ")
+    header, block = text[:start], text[start:]
+    parts, total, i = [header], len(header), 0
     while total < size_bytes:
-        block = BLOCK.format(i=i)
-        parts.append(block)
-        total += len(block)
+        part = (re.sub(r"\b(FlashInferFusedMoE|ModelRunner)\b", rf"\g<1>{i}", block)
+                .replace("def serve(", f"def serve_{i}("))
+        parts.append(part)
+        total += len(part)
         i += 1
     return "".join(parts)
 

@@ -7,7 +7,7 @@ from ..model import Finding, Fix
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
 from ..summary import I_COL, I_LINE, W_COL, W_ITEMS, W_LINE
-from ._warm import warm_switches, where
+from ._warm import mismatched_warm_functions, warm_switches, where
 
 
 class InferenceModeBlockInWarmPath(Rule):
@@ -133,9 +133,7 @@ class InferenceModeBlockInWarmPath(Rule):
                 yield self.finding(analysis, switch.fid, switch.line, switch.col,
                                    f"`enter_context({switch.text})` {where(analysis, switch.fid)}: {CRASH}", (why,),
                                    (Fix("null_context", (switch.line, switch.col), True),))
-        for fid in analysis.warm_functions():
-            if analysis.serving_mode_for(fid).mode == INFERENCE:
-                continue
+        for fid in mismatched_warm_functions(analysis, INFERENCE):
             record_list = project.function(fid)["withs"]
             for w_index, i_index, mode in analysis.indirect_with_items(fid):
                 record = record_list[w_index]

@@ -6,7 +6,7 @@ from ..analysis import ProjectAnalysis
 from ..model import Finding, Fix
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
-from ._warm import warm_switches, where
+from ._warm import mismatched_warm_functions, warm_switches, where
 
 
 class InferenceModeDecoratorOnWarmPath(Rule):
@@ -67,14 +67,13 @@ class InferenceModeDecoratorOnWarmPath(Rule):
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
-        project = analysis.project
         for switch, why in warm_switches(analysis, INFERENCE):
             if switch.role == "decorator":
                 yield self.finding(analysis, switch.fid, switch.line, switch.col,
                                    f"`@{switch.text}` {where(analysis, switch.fid)}: {CRASH}", (why,),
                                    (Fix("decorator_no_grad", (switch.line, switch.col), True),))
-        for fid in analysis.warm_functions():
-            if analysis.serving_mode_for(fid).mode == INFERENCE or not analysis.runs_code(fid, -1):
+        for fid in mismatched_warm_functions(analysis, INFERENCE):
+            if not analysis.runs_code(fid, -1):
                 continue
             for mode, dec in analysis.regions.decorator_modes(fid):
                 if mode.mode == INFERENCE and not mode.direct and mode.source != fid:
@@ -82,4 +81,3 @@ class InferenceModeDecoratorOnWarmPath(Rule):
                                        f"{mode.via} {where(analysis, fid)}: {CRASH}",
                                        (analysis.phases.why_warm(fid),))
                     break
-        del project
