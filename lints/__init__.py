@@ -1,2 +1,2 @@
 """gradmode-lint: grad-mode boundary checks for PyTorch serving engines."""
-__version__ = "0.1.0"
+__version__ = "0.2.0"

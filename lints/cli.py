@@ -13,7 +13,11 @@ from typing import Optional, Sequence
 
 from . import __version__
 from .config import SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config, split_codes
-from .files import MAX_FILE_BYTES, default_jobs
+from .baseline import BaselineError, filter_baseline, write_baseline
+from .files import MAX_FILE_BYTES, SourceFile, default_jobs, read_source, write_file
+from .model import FileError
+from .noqa import add_noqa
+from .progress import Progress
 from .output import explain, render_github, render_json, render_sarif, render_statistics, render_text
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -93,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stdin-filename", metavar="PATH",
                         help="with PATH `-`: the file name the text read from stdin stands for")
     parser.add_argument("--fix", action="store_true", help="apply the safe fixes (runs `python -m lints.codemod`)")
+    parser.add_argument("--add-noqa", action="store_true",
+                        help="append `# noqa: CODE` to every line with a finding (adopting the tool on old code)")
+    parser.add_argument("--baseline", type=Path, metavar="FILE",
+                        help="report only the findings not recorded in FILE (see --write-baseline)")
+    parser.add_argument("--write-baseline", type=Path, metavar="FILE",
+                        help="record the current findings in FILE (JSON) and exit 0")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour the text output (auto: on a terminal, unless NO_COLOR is set)")
     parser.add_argument("--output", "-o", type=Path, help="write the report here instead of stdout")
@@ -142,12 +152,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("gradmode-lint: error: `-` needs --stdin-filename PATH", file=sys.stderr)
             return EXIT_ERROR
         paths, overrides = [args.stdin_filename], {args.stdin_filename: sys.stdin.read()}
+    if overrides and (args.add_noqa or args.write_baseline):
+        print("gradmode-lint: error: --add-noqa and --write-baseline need files, not stdin", file=sys.stderr)
+        return EXIT_ERROR
     run = lint_project(paths, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
-                       use_cache=not args.no_cache, max_bytes=args.max_file_size, overrides=overrides)
+                       use_cache=not args.no_cache, max_bytes=args.max_file_size, overrides=overrides,
+                       progress=None if args.quiet else Progress("gradmode-lint: reading"))
     findings, errors, nfiles = run.findings, run.errors, len(run.files)
     serving = run.serving
+    text_of = _text_reader(overrides or {})
+    if args.write_baseline:
+        count = write_baseline(str(args.write_baseline), findings, text_of)
+        for error in errors:
+            print(error, file=sys.stderr)
+        print(f"gradmode-lint: recorded {count} finding(s) in {args.write_baseline}", file=sys.stderr)
+        return EXIT_ERROR if errors else EXIT_CLEAN
+    hidden = 0
+    if args.baseline:
+        try:
+            findings, hidden = filter_baseline(str(args.baseline), findings, text_of)
+        except BaselineError as exc:
+            print(f"gradmode-lint: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+    if args.add_noqa:
+        return _add_noqa(findings, errors, args.quiet)
     if args.format == "json":
-        report = render_json(findings, errors, serving)
+        report = render_json(findings, errors, serving, _editor_details(findings, config, args.max_file_size))
     elif args.format == "sarif":
         report = render_sarif(findings, errors, serving)
     elif args.format == "github":
@@ -168,10 +198,73 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         fixable = sum(1 for f in findings if f.fixable == "safe")
         print(f"gradmode-lint: {len(findings)} finding(s) in {nfiles} file(s)"
               + (f", {fixable} fixable with `python -m lints.codemod`" if fixable else "")
+              + (f"; {hidden} in the baseline not shown" if hidden else "")
               + (f"; {len(errors)} file(s) could not be checked" if errors else ""), file=sys.stderr)
     if errors:
         return EXIT_ERROR
     return EXIT_FINDINGS if findings and not args.exit_zero else EXIT_CLEAN
+
+
+def _text_reader(overrides: dict[str, str]):
+    def text_of(path: str) -> str:
+        if path in overrides:
+            return overrides[path]
+        source = read_source(path)
+        return source.text if isinstance(source, SourceFile) else ""
+    return text_of
+
+
+def _add_noqa(findings, errors, quiet: bool) -> int:
+    """ruff's --add-noqa: mark every finding where it is, so that only new code is held to the rules."""
+    by_path: dict[str, dict[int, set[str]]] = {}
+    for f in findings:
+        by_path.setdefault(f.path, {}).setdefault(f.line, set()).add(f.code)
+    added, failures = 0, [str(e) for e in errors]
+    for path, codes_by_line in sorted(by_path.items()):
+        source = read_source(path)
+        if isinstance(source, FileError):
+            failures.append(str(source))
+            continue
+        text, refused = add_noqa(source.text, codes_by_line)
+        failures += [f"{path}:{line}: error: no `# noqa` can go on this line (it ends inside a string or "
+                     f"with a backslash); mark it by hand" for line in refused]
+        if text == source.text:
+            continue
+        try:
+            write_file(path, text.encode(source.encoding), expected=source.raw)
+        except (OSError, UnicodeEncodeError) as exc:
+            failures.append(f"{path}: error: not written: {getattr(exc, 'strerror', None) or exc}")
+            continue
+        added += len(codes_by_line) - len(refused)
+    for line in failures:
+        print(line, file=sys.stderr)
+    if not quiet:
+        print(f"gradmode-lint: added `# noqa` to {added} line(s)", file=sys.stderr)
+    return EXIT_ERROR if failures else EXIT_CLEAN
+
+
+def _editor_details(findings, config: Config, max_bytes: int) -> dict:
+    """(path, line, col) -> {"end": (line, col), "edits": [...] or None} for ``--format json``."""
+    from .spans import end_positions
+
+    details: dict = {}
+    by_path: dict[str, list] = {}
+    for f in findings:
+        by_path.setdefault(f.path, []).append(f)
+    for path, in_file in by_path.items():
+        source = read_source(path, max_bytes)
+        if isinstance(source, FileError):
+            continue
+        ends = end_positions(source.text, {(f.line, f.col) for f in in_file})
+        fixable = [f for f in in_file if f.fixes]
+        if fixable:
+            from .codemod import FixOptions, fix_edits  # libcst: only when there is a fix to describe
+
+            options = FixOptions(config, max_bytes=max_bytes, findings={})
+        for f in in_file:
+            edits = fix_edits(source, f, options) if f.fixes else []
+            details[(f.path, f.line, f.col)] = {"end": ends[(f.line, f.col)], "edits": edits}
+    return details
 
 
 def _use_color(args: argparse.Namespace) -> bool:

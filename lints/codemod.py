@@ -13,7 +13,6 @@ import dataclasses
 import difflib
 import functools
 import os
-import re
 import signal
 import sys
 import threading
@@ -22,15 +21,16 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
+from . import __version__
 from .cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args
 from .config import Config, ConfigError, default_cache_dir
 from .engine import lint_project
-from .files import SourceFile, read_source
-from .model import FileError
-from .files import (FileChangedError, default_jobs, is_read_only, remove_in_flight_temps, run_jobs, write_file)
+from .files import (FileChangedError, SourceFile, default_jobs, is_read_only, read_source, remove_in_flight_temps,
+                    run_jobs, source_lines, write_file)
 from .fixer import STYLES, fix_source
 from .limits import source_limits_error
-from .model import Finding
+from .progress import Progress
+from .model import FileError, Finding
 from .output import render_text
 
 
@@ -84,7 +84,7 @@ def fix_text(source: SourceFile, options: FixOptions) -> tuple[Optional[str], li
     fixed_module = fix_source(module, applicable, options.style, options.unsafe_fixes, unbound=unbound)
     if unbound:  # libcst and the analysis disagree on where the code is: refuse rather than guess
         line = unbound[0].at[0]
-        lines = re.split(r"\r\n|\r|\n", source.text)  # not str.splitlines: it also splits at form feeds
+        lines = source_lines(source.text)
         text_line = lines[line - 1] if 0 < line <= len(lines) else ""
         why = " (a form feed on that line moves columns)" if "\f" in text_line else ""
         return None, [], f"line {line}: the code to fix is not where the analysis found it{why}; file left unchanged"
@@ -125,7 +125,7 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
         return FixOutcome(path, remaining=tuple(remaining))
     diff = ""
     if options.diff:
-        diff = "".join(difflib.unified_diff(_lines(source.text), _lines(fixed),
+        diff = "".join(difflib.unified_diff(source_lines(source.text), source_lines(fixed),
                                             fromfile=_diff_label("a", path), tofile=_diff_label("b", path)))
     if options.write:
         if is_read_only(path):
@@ -144,15 +144,6 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
     return FixOutcome(path, changed=True, diff=diff, remaining=tuple(remaining))
 
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+\Z")
-
-
-def _lines(text: str) -> list[str]:
-    """Lines as Python sees them: ended by LF, CRLF or CR only (``str.splitlines`` also splits at
-    form feeds and other characters, which are not line ends in source code)."""
-    return _LINE.findall(text)
-
-
 def _keep_unrelated_bytes(original: str, fixed: str, path: str) -> tuple[Optional[str], Optional[str]]:
     """``fixed`` with the bytes libcst could not represent put back; or (None, error).
 
@@ -163,7 +154,7 @@ def _keep_unrelated_bytes(original: str, fixed: str, path: str) -> tuple[Optiona
     roundtrip = cst.parse_module(original).code
     if roundtrip == original:
         return fixed, None
-    before, libcst_lines, after = _lines(original), _lines(roundtrip), _lines(fixed)
+    before, libcst_lines, after = source_lines(original), source_lines(roundtrip), source_lines(fixed)
     lossy = [i for i, (a, b) in enumerate(zip(before, libcst_lines)) if a != b]
     refusal = (f"cannot fix without changing bytes the fix does not touch: libcst does not keep line "
                f"{(lossy or [len(libcst_lines)])[0] + 1} exactly (a form feed or a CR line end); file left unchanged")
@@ -189,6 +180,27 @@ def _keep_unrelated_bytes(original: str, fixed: str, path: str) -> tuple[Optiona
     return (patched, None) if same else (None, refusal)
 
 
+def fix_edits(source: SourceFile, finding: Finding, options: FixOptions) -> list[dict]:
+    """The edits that apply ``finding``'s fix alone to ``source`` as it is now (an editor applies one
+    fix, then lints again), as 1-based rows and columns, end exclusive; [] if it cannot be applied."""
+    alone = dataclasses.replace(options, unsafe_fixes=True, findings={source.path: [finding]})
+    fixed, _, error = fix_text(source, alone)
+    if error is None and fixed is not None:
+        fixed, error = _keep_unrelated_bytes(source.text, fixed, source.path)
+    if error is not None or fixed is None:
+        return []
+    before, after = source_lines(source.text), source_lines(fixed)
+
+    def start_of(index: int) -> dict:
+        if index == len(before) and before and not before[-1].endswith(("\n", "\r")):
+            return {"row": index, "column": len(before[-1]) + 1}  # after a last line with no line end
+        return {"row": index + 1, "column": 1}
+
+    return [{"location": start_of(i1), "end_location": start_of(i2), "content": "".join(after[j1:j2])}
+            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+            if tag != "equal"]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m lints.codemod",
@@ -205,31 +217,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="remove: drop the inference_mode wrapper (upstream fix); no_grad: use torch.no_grad()")
     parser.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes marked unsafe")
     parser.add_argument("--quiet", "-q", action="store_true", help="no remaining findings or summary")
+    parser.add_argument("--version", action="version", version=f"gradmode-fix {__version__}")
     add_config_options(parser)
     return parser
 
 
-def _progress(total: int):
-    if total < 20 or not sys.stderr.isatty():
-        return None, None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        try:
-            from rich.progress import Progress
-        except ImportError:
-            return None, None
-        progress = Progress(transient=True)
-        progress.start()
-        task = progress.add_task("fixing", total=total)
-        return (lambda n: progress.advance(task, n)), progress.stop
-    bar = tqdm(total=total, unit="file", file=sys.stderr, leave=False)
-    return bar.update, bar.close
-
-
 def _diff_label(side: str, path) -> str:
-    """git-style ``a/rel/path`` for relative paths; absolute paths are shown as they are."""
-    return str(path) if os.path.isabs(path) else f"{side}/{path}"
+    """git-style ``a/rel/path`` for relative paths, relative to the cwd and normalised (``./pkg/x.py``
+    and ``pkg//x.py`` are ``a/pkg/x.py``) so that ``git apply`` and ``patch -p1`` take the diff; a path
+    outside the cwd (``../x.py``) or given absolute is shown absolute, for ``patch -p0``."""
+    if not os.path.isabs(path):
+        relative = os.path.relpath(os.path.abspath(path))
+        if relative != ".." and not relative.startswith(".." + os.sep):
+            return f"{side}/{relative.replace(os.sep, '/')}"
+    return os.path.abspath(path)
 
 
 def _crashed(path: str, why: str) -> FixOutcome:
@@ -300,7 +301,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         return EXIT_CLEAN
     jobs = args.jobs if args.jobs and args.jobs > 0 else default_jobs()
     # The whole project decides what is a finding; only the given files are rewritten.
-    run = lint_project(args.paths, config, jobs, cache_dir=default_cache_dir(), max_bytes=args.max_file_size)
+    run = lint_project(args.paths, config, jobs, cache_dir=default_cache_dir(), max_bytes=args.max_file_size,
+                       progress=Progress("gradmode-fix: reading"))
     by_path: dict[str, list[Finding]] = {}
     for finding in run.findings:
         by_path.setdefault(finding.path, []).append(finding)
@@ -309,13 +311,13 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     files, errors = run.files, list(run.errors)
     broken = {e.path for e in errors}
     files = [f for f in files if f not in broken]
-    advance, close = _progress(len(files))
+    progress = Progress("gradmode-fix: fixing")
+    progress.start(len(files))
     try:
-        outcomes = run_jobs(functools.partial(fix_file, options=options), files, jobs, advance,
+        outcomes = run_jobs(functools.partial(fix_file, options=options), files, jobs, progress.advance,
                             on_crash=_crashed)
     finally:
-        if close:
-            close()
+        progress.close()
     remaining = sorted(f for o in outcomes for f in o.remaining)
     changed = [o for o in outcomes if o.changed]
     if changed and options.write:  # what is left, on the whole project as it is now

@@ -10,7 +10,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -20,9 +19,9 @@ from . import __version__
 from .config import Config
 from .files import MAX_FILE_BYTES, SourceFile, decode_source, discover, read_source, run_jobs
 from .model import FileError, Finding, Fix
+from .noqa import without_suppressed
 from .summary import SCHEMA, import_root, module_name_for, summarize
 
-_NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 def _tool_fingerprint() -> str:
     """The tool's own files (size, mtime): an edited checkout of the tool never reuses stale results."""
     folder = os.path.dirname(os.path.abspath(__file__))
@@ -243,8 +242,8 @@ def _nonblocking(path: str, flags: int) -> int:
 
 
 def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryCache],
-                      max_bytes: int = MAX_FILE_BYTES, overrides: Optional[dict[str, str]] = None
-                      ) -> tuple[dict[str, dict], dict[str, FileError]]:
+                      max_bytes: int = MAX_FILE_BYTES, overrides: Optional[dict[str, str]] = None,
+                      progress=None) -> tuple[dict[str, dict], dict[str, FileError]]:
     """path -> summary for every file (``overrides``: path -> text to use instead of the file's)."""
     summaries: dict[str, dict] = {}
     errors: dict[str, FileError] = {}
@@ -262,9 +261,15 @@ def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryC
             summaries[entry.path] = cached
             continue
         todo.append(_Job(entry.path, entry.module, entry.is_package, max_bytes))
-    for job, (key, result) in zip(todo, run_jobs(_summarize_job, todo, jobs,
-                                                 on_crash=lambda j, why: ("", FileError(j.path, why)),
-                                                 weight=_job_weight)):
+    if progress is not None:
+        progress.start(len(todo))
+    try:
+        results = run_jobs(_summarize_job, todo, jobs, progress.advance if progress is not None else None,
+                           on_crash=lambda j, why: ("", FileError(j.path, why)), weight=_job_weight)
+    finally:
+        if progress is not None:
+            progress.close()
+    for job, (key, result) in zip(todo, results):
         if isinstance(result, FileError):
             errors[job.path] = result
         else:
@@ -314,9 +319,10 @@ def _digest(config: Config, entries: list[_Entry]) -> str:
 def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir: Optional[Path] = None,
                  use_cache: bool = True, max_bytes: int = MAX_FILE_BYTES,
                  overrides: Optional[dict[str, str]] = None, apply_noqa: bool = True,
-                 alone: bool = False) -> ProjectRun:
+                 alone: bool = False, progress=None) -> ProjectRun:
     """Lint ``paths`` (files or folders) with the whole project around them as context
-    (``alone``: the given files are the whole project, e.g. a snippet fixed in memory).
+    (``alone``: the given files are the whole project, e.g. a snippet fixed in memory;
+    ``progress``: a ``lints.progress.Progress`` advanced per file summarised).
 
     A rerun over unchanged files reuses the whole result; a change re-summarises only the files
     that changed and re-runs the (in-memory) project analysis.
@@ -347,7 +353,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         except (KeyError, TypeError, ValueError):
             cached = None
     if cached is None:
-        summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides)
+        summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides, progress)
         analysis = analyse(summaries, config)
         all_findings = run_rules(analysis, config)
         serving = analysis.serving
@@ -368,7 +374,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             if isinstance(source, FileError):
                 errors.append(source)
     if apply_noqa and findings:
-        findings = _without_noqa(findings, {}, overrides)
+        findings = without_suppressed(findings, _text_for_noqa(overrides))
     errors.sort(key=lambda e: e.path)
     return ProjectRun(root, requested, findings, errors, serving, analysis)
 
@@ -378,29 +384,10 @@ def _outside(path: str, root: str) -> bool:
     return relative.startswith("..")
 
 
-def _without_noqa(findings: list[Finding], texts: dict[str, str], overrides: dict[str, str]) -> list[Finding]:
-    kept = []
-    lines_of: dict[str, list[str]] = {}
-    for finding in findings:
-        lines = lines_of.get(finding.path)
-        if lines is None:
-            if finding.path in overrides:
-                text = overrides[finding.path]
-            else:
-                source = read_source(finding.path)
-                text = source.text if isinstance(source, SourceFile) else ""
-            lines = lines_of[finding.path] = text.splitlines()
-        line = lines[finding.line - 1] if 0 < finding.line <= len(lines) else ""
-        if not is_suppressed(line, finding.code):
-            kept.append(finding)
-    return kept
-
-
-def is_suppressed(line: str, code: str) -> bool:
-    if "noqa" not in line.lower():
-        return False
-    match = _NOQA.search(line)
-    if match is None:
-        return False
-    codes = match.group("codes")
-    return not codes or any(code.startswith(c.upper()) for c in re.split(r"[,\s]+", codes) if c)
+def _text_for_noqa(overrides: dict[str, str]):
+    def text_of(path: str) -> str:
+        if path in overrides:
+            return overrides[path]
+        source = read_source(path)
+        return source.text if isinstance(source, SourceFile) else ""
+    return text_of

@@ -454,9 +454,27 @@ def write_file(path: str, data: bytes, expected: Optional[bytes] = None) -> str:
     return "in-place"
 
 
-def atomic_write(path: str, data: bytes, expected: Optional[bytes] = None) -> None:
-    """Kept for callers of the old name: see ``write_file``."""
-    write_file(path, data, expected)
+_LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+\Z")
+
+
+def source_lines(text: str) -> list[str]:
+    """Lines as Python sees them, with their ends: ended by LF, CRLF or CR only (``str.splitlines``
+    also splits at form feeds and other characters, which are not line ends in source code)."""
+    return _LINE.findall(text)
+
+
+def write_new_file(path: str, data: bytes) -> None:
+    """Create or replace ``path`` (a report, a baseline) whole or not at all: a temp file renamed."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, temp = tempfile.mkstemp(prefix=".gradmode-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def _same_content(fd: int, expected: bytes) -> bool:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 from . import __version__
 from .model import FileError, Finding
@@ -59,12 +59,26 @@ def _serving(serving) -> dict:
     return {"mode": serving.mode, "source": serving.source, "evidence": serving.evidence} if serving else {}
 
 
-def render_json(findings: Sequence[Finding], errors: Sequence[FileError], serving=None) -> str:
+def _json_finding(f: Finding, details: dict) -> dict:
+    """ruff-like: 1-based lines and columns, end exclusive; ``fix`` has the edits of this finding's
+    fix alone, against the file as it is (an editor applies one, then lints again)."""
+    data = {k: getattr(f, k) for k in ("path", "line", "col", "code", "message", "severity", "fixable")}
+    data["col"] = f.col + 1
+    detail = details.get((f.path, f.line, f.col))
+    if detail is not None:
+        data["end_line"], data["end_col"] = detail["end"][0], detail["end"][1] + 1
+    data["notes"] = list(f.notes)
+    data["fix"] = {"applicability": f.fixable, "edits": detail["edits"]} if detail and detail["edits"] else None
+    return data
+
+
+def render_json(findings: Sequence[Finding], errors: Sequence[FileError], serving=None,
+                details: Optional[dict] = None) -> str:
     return json.dumps(
         {
             "version": __version__,
             "serving_grad_mode": _serving(serving),
-            "findings": [dict(f.to_dict(), col=f.col + 1) for f in findings],
+            "findings": [_json_finding(f, details or {}) for f in findings],
             "errors": [{"path": e.path, "message": e.message} for e in errors],
         },
         indent=2,

@@ -8,6 +8,7 @@ style: the rule owns its fix (``FIX`` describes it, the check attaches it to eac
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, ClassVar, Iterator, Union
 
 from .model import Finding, Fix, fixable_of
@@ -17,7 +18,10 @@ if TYPE_CHECKING:
 
 Example = Union[str, dict]
 
-CRASH = "buffers allocated there become inference tensors"
+CRASH = "buffers first allocated there become inference tensors: updating one in place outside it raises"
+# The message part of `path:line:col: CODE message` (ruff's concise line); details go to the notes.
+MAX_MESSAGE = 100
+_QUOTED = re.compile(r"`([^`]{40,})`")
 
 
 class Rule:
@@ -41,5 +45,27 @@ class Rule:
 
     def finding(self, analysis: "ProjectAnalysis", fid: str, line: int, col: int, message: str,
                 notes: tuple[str, ...] = (), fixes: tuple[Fix, ...] = ()) -> Finding:
-        return Finding(analysis.project.path_of(fid), line, col, self.CODE, message, self.SEVERITY,
-                       fixable_of(fixes), tuple(notes), tuple(fixes))
+        short = shorten(message)
+        notes = tuple(notes) if short == message else (message, *notes)  # the full names stay in the notes
+        return Finding(analysis.project.path_of(fid), line, col, self.CODE, short, self.SEVERITY,
+                       fixable_of(fixes), notes, tuple(fixes))
+
+
+def shorten(message: str, limit: int = MAX_MESSAGE) -> str:
+    """``message`` within ``limit`` characters: long quoted names keep their last components
+    (`…Runner._capture()`), then the text is cut with an ellipsis."""
+    if len(message) <= limit:
+        return message
+
+    def tail(match: re.Match) -> str:
+        name = match.group(1)
+        parts = name.split(".")
+        kept = parts[-1]
+        for part in reversed(parts[:-1]):
+            if len(kept) + len(part) + 1 > 36:
+                break
+            kept = f"{part}.{kept}"
+        return f"`…{kept[-36:]}`" if kept != name else match.group(0)
+
+    message = _QUOTED.sub(tail, message)
+    return message if len(message) <= limit else message[:limit - 1] + "…"

@@ -24,7 +24,9 @@ import os
 import warnings
 from typing import Any, Optional
 
-SCHEMA = 3
+from .files import source_lines
+
+SCHEMA = 4
 MODULE_SCOPE = "<module>"
 _UNKNOWN = ["?"]
 
@@ -94,7 +96,7 @@ class _Summarizer:
         self.module = module
         self.is_package = is_package
         self._ascii = text.isascii()
-        self._lines: Optional[list[str]] = None if self._ascii else text.splitlines()
+        self._lines: Optional[list[str]] = None if self._ascii else source_lines(text)
         self.functions: dict[str, dict] = {}
         self.classes: dict[str, dict] = {}
         self.star_imports: list[str] = []

@@ -87,7 +87,10 @@ def test_cli_json_equals_lint_project(package):
     assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
     assert data["errors"] == []
-    assert data["findings"] == [dict(f.to_dict(), col=f.col + 1) for f in run.findings]
+    keys = ("path", "line", "code", "message", "severity", "fixable", "notes")
+    assert [{k: f[k] for k in keys} for f in data["findings"]] == [
+        {k: list(v) if k == "notes" else v for k, v in f.to_dict().items() if k in keys} for f in run.findings]
+    assert [f["col"] for f in data["findings"]] == [f.col + 1 for f in run.findings]  # 1-based in JSON
     serving = run.analysis.serving
     assert data["serving_grad_mode"] == {"mode": serving.mode, "source": serving.source,
                                          "evidence": serving.evidence}

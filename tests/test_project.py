@@ -223,7 +223,7 @@ def test_gm202_across_modules_names_alloc_region_and_update(tmp_path, files, all
     finding = only(run, "GM202")
     assert finding.severity == "error"
     notes = finding.notes
-    assert notes[0].startswith("allocated: ") and notes[0].endswith(alloc), notes
+    assert notes[0].startswith("buffer: ") and notes[0].endswith(alloc), notes
     assert notes[1].startswith("inference mode: `torch.inference_mode()` in ") and notes[1].endswith(region), notes
     assert notes[-1] == f"updated in place: {update}", notes
 
@@ -608,7 +608,8 @@ def test_spelling_wraps_decorator_is_reported_at_the_decorator(tmp_path):
     run = lint_run(tmp_path, WRAPS_FACTORY, DEFAULT)
     finding = only(run, "GM102")
     assert (finding.path, finding.line, finding.col) == ("engine/warm.py", 2, 1)
-    assert "runs the function under `torch.inference_mode()`, engine/modes.py:8" in finding.message
+    assert finding.message.startswith("decorator `run_in_inference.decorator` (runs the function under ")
+    assert "runs the function under `torch.inference_mode()`, engine/modes.py:8" in finding.notes[0]  # in full
     assert finding.fixable == ""  # the project's own decorator: reported without a fix
 
 

@@ -128,10 +128,10 @@ class InferenceModeBlockInWarmPath(Rule):
                 record = project.function(switch.fid)["withs"][switch.with_index]
                 fixes = (_with_fix(record, [switch.item], safe=not record[W_ITEMS][switch.item][3]),)
                 yield self.finding(analysis, switch.fid, switch.line, switch.col,
-                                   f"`with {switch.text}` {where(analysis, switch.fid)}: {CRASH}", (why,), fixes)
+                                   f"`with {switch.text}` {where(analysis, switch.fid)}", (why, CRASH), fixes)
             elif switch.role == "enter_context":
                 yield self.finding(analysis, switch.fid, switch.line, switch.col,
-                                   f"`enter_context({switch.text})` {where(analysis, switch.fid)}: {CRASH}", (why,),
+                                   f"`enter_context({switch.text})` {where(analysis, switch.fid)}", (why, CRASH),
                                    (Fix("null_context", (switch.line, switch.col), True),))
         for fid in mismatched_warm_functions(analysis, INFERENCE):
             record_list = project.function(fid)["withs"]
@@ -139,8 +139,8 @@ class InferenceModeBlockInWarmPath(Rule):
                 record = record_list[w_index]
                 item = record[W_ITEMS][i_index]
                 yield self.finding(analysis, fid, item[I_LINE], item[I_COL],
-                                   f"with-item enters inference mode through {mode.via} {where(analysis, fid)}: "
-                                   f"{CRASH}", (analysis.phases.why_warm(fid),),
+                                   f"with-item enters inference mode through {mode.via} {where(analysis, fid)}",
+                                   (analysis.phases.why_warm(fid), CRASH),
                                    (_with_fix(record, [i_index], safe=False),))
 
 

@@ -70,7 +70,7 @@ class InferenceModeDecoratorOnWarmPath(Rule):
         for switch, why in warm_switches(analysis, INFERENCE):
             if switch.role == "decorator":
                 yield self.finding(analysis, switch.fid, switch.line, switch.col,
-                                   f"`@{switch.text}` {where(analysis, switch.fid)}: {CRASH}", (why,),
+                                   f"`@{switch.text}` {where(analysis, switch.fid)}", (why, CRASH),
                                    (Fix("decorator_no_grad", (switch.line, switch.col), True),))
         for fid in mismatched_warm_functions(analysis, INFERENCE):
             if not analysis.runs_code(fid, -1):
@@ -78,6 +78,6 @@ class InferenceModeDecoratorOnWarmPath(Rule):
             for mode, dec in analysis.regions.decorator_modes(fid):
                 if mode.mode == INFERENCE and not mode.direct and mode.source != fid:
                     yield self.finding(analysis, fid, dec[1], dec[2],
-                                       f"{mode.via} {where(analysis, fid)}: {CRASH}",
-                                       (analysis.phases.why_warm(fid),))
+                                       f"{mode.via} {where(analysis, fid)}",
+                                       (analysis.phases.why_warm(fid), CRASH))
                     break

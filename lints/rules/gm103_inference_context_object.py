@@ -57,9 +57,9 @@ class InferenceModeContextObjectInWarmPath(Rule):
         for switch, why in warm_switches(analysis, INFERENCE):
             if switch.role == "object":
                 yield self.finding(analysis, switch.fid, switch.line, switch.col,
-                                   f"inference-mode context object `{switch.text}` {where(analysis, switch.fid)}: "
-                                   f"{CRASH}", (why,), (Fix("null_context", (switch.line, switch.col), True),))
+                                   f"inference-mode context object `{switch.text}` {where(analysis, switch.fid)}",
+                                   (why, CRASH), (Fix("null_context", (switch.line, switch.col), True),))
             elif switch.role == "callable":
                 yield self.finding(analysis, switch.fid, switch.line, switch.col,
-                                   f"`{switch.text}(fn)` runs fn under inference mode {where(analysis, switch.fid)}: "
-                                   f"{CRASH}", (why,), (Fix("unwrap_callable", (switch.line, switch.col), True),))
+                                   f"`{switch.text}(fn)` runs fn under inference mode {where(analysis, switch.fid)}",
+                                   (why, CRASH), (Fix("unwrap_callable", (switch.line, switch.col), True),))

@@ -105,8 +105,8 @@ class WarmPathCalledUnderInferenceMode(Rule):
                 else:
                     callee, note = f"`{call[0][1]}()`", names_only[index]
                 yield self.finding(analysis, fid, call[C_LINE], call[C_COL],
-                                   f"warm path {callee} called under {origin.via} (line {origin.line}): {CRASH}",
-                                   (note,) + (("the caller is shared with serving: fix it there by hand",)
+                                   f"warm path {callee} called under {origin.via} (line {origin.line})",
+                                   (note, CRASH) + (("the caller is shared with serving: fix it there by hand",)
                                               if shared else ()), fixes)
 
     def _with_fix(self, analysis: ProjectAnalysis, fid: str, with_index: int, warm_calls: set[int]) -> Fix:

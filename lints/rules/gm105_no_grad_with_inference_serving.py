@@ -45,6 +45,5 @@ class NoGradInWarmPathWithInferenceServing(Rule):
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
         for switch, why in warm_switches(analysis, NO_GRAD):
             yield self.finding(analysis, switch.fid, switch.line, switch.col,
-                               f"`{switch.text}` {where(analysis, switch.fid)}, but serving runs under inference "
-                               f"mode: run every phase under the same grad mode",
+                               f"`{switch.text}` {where(analysis, switch.fid)}, but serving runs under inference mode",
                                (why, analysis.serving_mode_for(switch.fid).evidence))

@@ -46,5 +46,6 @@ class LazyBufferMutatedInPlace(Rule):
         for alloc, mutations in lazy_buffers(analysis):
             first = mutations[0]
             yield self.finding(analysis, alloc.fid, alloc.line, alloc.col,
-                               f"`{alloc.key.text()}` is lazily allocated ({alloc.why_lazy}) and updated in place "
-                               f"({first.how} at {analysis.project.where(first.fid, first.line)})")
+                               f"`{alloc.key.text()}` is lazily allocated and updated in place",
+                               (f"buffer: {alloc.why_lazy}",
+                                f"updated in place: {first.how} at {analysis.project.where(first.fid, first.line)}"))

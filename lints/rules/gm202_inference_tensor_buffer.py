@@ -148,9 +148,9 @@ class LazyBufferBecomesInferenceTensor(Rule):
                 continue
             first = outside[0]
             update = f"{first.how} in {project.label(first.fid)} at {project.where(first.fid, first.line)}"
-            notes = (f"allocated: {alloc.why_lazy}, {project.where(alloc.fid, alloc.line)}",
+            notes = (f"buffer: {alloc.why_lazy}, {project.where(alloc.fid, alloc.line)}",
                      f"inference mode: {region}", *(f"  {step}" for step in chain),
                      f"updated in place: {update}")
             yield self.finding(analysis, alloc.fid, alloc.line, alloc.col,
-                               f"`{alloc.key.text()}` becomes an inference tensor on a warm path; its in-place "
-                               f"update outside inference mode raises", notes)
+                               f"warmup makes `{alloc.key.text()}` an inference tensor: in-place update raises",
+                               notes)

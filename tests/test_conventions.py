@@ -1,0 +1,249 @@
+"""What users bring from ruff, flake8 and pre-commit, through the installed console scripts
+(`gradmode-lint`, `gradmode-fix`) in temp projects: diffs that apply, --add-noqa, baselines, the
+progress bar, the editor JSON, short finding lines, the release tag and a clean-venv install."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pty
+import re
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from lints import __version__
+from lints.config import Config
+from lints.output import render_text
+from lints.rule import MAX_MESSAGE
+from lints.rules import ALL_RULES
+
+from .helpers import ROOT, as_files, lint_run, write_package
+
+BIN = Path(sys.executable).parent
+WARM = ("import torch\n"
+        "def warmup(model):\n"
+        "    with torch.inference_mode():\n"
+        "        model()\n")
+SERVE = ("import torch\n"
+         "from eng.warm import warmup\n"
+         "def serve(model):\n"
+         "    with torch.no_grad():\n"
+         "        return model()\n")
+
+
+def script(name: str, *args: str, cwd: Path, input: str | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """Run an installed console script (pip puts it beside the interpreter)."""
+    path = BIN / name
+    assert path.exists(), f"{path} is missing: install the project (`pip install -e .`) first"
+    env = dict(os.environ, GRADMODE_CACHE_DIR=str(cwd / ".cache-test"))
+    env.pop("NO_COLOR", None)
+    return subprocess.run([str(path), *args], cwd=cwd, capture_output=True, text=True, input=input, env=env,
+                          timeout=300, **kwargs)
+
+
+def project(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
+    return write_package(tmp_path / "repo", files or {"eng/warm.py": WARM, "eng/serve.py": SERVE})
+
+
+def test_both_console_scripts_tell_their_version(tmp_path):
+    for name in ("gradmode-lint", "gradmode-fix"):
+        proc = script(name, "--version", cwd=tmp_path)
+        assert proc.returncode == 0 and proc.stdout.strip() == f"{name} {__version__}", proc
+
+
+@pytest.mark.parametrize("spelling", [".", "./eng", "eng//warm.py", "eng/../eng/warm.py"])
+def test_diff_applies_with_git_apply_and_patch_whatever_the_path_spelling(tmp_path, spelling):
+    root = project(tmp_path)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    diff = script("gradmode-fix", "--diff", spelling, cwd=root)
+    assert diff.returncode == 1 and diff.stdout.startswith("--- a/eng/warm.py\n+++ b/eng/warm.py\n"), diff
+    (tmp_path / "fix.patch").write_text(diff.stdout)
+    check = subprocess.run(["git", "apply", "--check", str(tmp_path / "fix.patch")], cwd=root,
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    patched = subprocess.run(["patch", "-p1", "-i", str(tmp_path / "fix.patch")], cwd=root, capture_output=True,
+                             text=True)
+    assert patched.returncode == 0, patched.stdout + patched.stderr
+    assert script("gradmode-lint", ".", cwd=root).returncode == 0  # the patched tree is clean
+    other = project(tmp_path / "other")
+    outside = script("gradmode-fix", "--diff", "../other/repo/eng/warm.py", cwd=root)
+    assert outside.stdout.startswith(f"--- {other / 'eng' / 'warm.py'}\n"), outside.stdout  # for `patch -p0`
+
+
+def test_add_noqa_marks_every_finding_and_changes_nothing_else(tmp_path):
+    files = {"eng/warm.py": WARM.replace("model()\n", "model()  # noqa: E501\n")
+             .replace("with torch.inference_mode():", "with torch.inference_mode():  # noqa: E501"),
+             "eng/other.py": "import torch\ndef warmup_too(model):\n    with torch.inference_mode(): model()\n",
+             "eng/serve.py": SERVE}
+    root = project(tmp_path, files)
+    before = {p: ast.dump(ast.parse((root / p).read_text())) for p in files}
+    proc = script("gradmode-lint", "--add-noqa", ".", cwd=root)
+    assert proc.returncode == 0 and "added `# noqa` to 2 line(s)" in proc.stderr, proc
+    assert (root / "eng/warm.py").read_text().splitlines()[2] == \
+        "    with torch.inference_mode():  # noqa: E501, GM101"
+    assert (root / "eng/other.py").read_text().splitlines()[2].endswith("model()  # noqa: GM101")
+    assert {p: ast.dump(ast.parse((root / p).read_text())) for p in files} == before  # only comments changed
+    again = script("gradmode-lint", ".", cwd=root)
+    assert again.returncode == 0 and again.stdout == "", again
+    marked = {p: (root / p).read_bytes() for p in files}
+    assert script("gradmode-lint", "--add-noqa", ".", cwd=root).returncode == 0
+    assert {p: (root / p).read_bytes() for p in files} == marked  # a second run adds nothing
+
+
+def test_add_noqa_refuses_a_line_that_ends_inside_a_string(tmp_path):
+    source = ("import contextlib, torch\n"
+              "def warmup(model):\n"
+              "    with torch.inference_mode(), contextlib.suppress(print('''a\n"
+              "b''')):\n"
+              "        model()\n")
+    root = project(tmp_path, {"eng/warm.py": source})
+    proc = script("gradmode-lint", "--add-noqa", ".", cwd=root)
+    assert proc.returncode == 2, proc
+    assert "eng/warm.py:3: error: no `# noqa` can go on this line" in proc.stderr
+    assert (root / "eng/warm.py").read_text() == source
+
+
+def test_baseline_hides_recorded_findings_and_reports_new_ones(tmp_path):
+    root = project(tmp_path)
+    written = script("gradmode-lint", "--write-baseline", "gradmode-baseline.json", ".", cwd=root)
+    assert written.returncode == 0 and "recorded 1 finding(s)" in written.stderr, written
+    # Lines added above the old finding do not bring it back; a new finding in another file is reported.
+    warm = root / "eng" / "warm.py"
+    warm.write_text("# a new header\n\n" + warm.read_text())
+    (root / "eng" / "new.py").write_text(WARM.replace("warmup", "autotune_kernels"))
+    proc = script("gradmode-lint", "--baseline", "gradmode-baseline.json", "--format", "concise", ".", cwd=root)
+    assert proc.returncode == 1, proc
+    assert [line.split(":")[0] for line in proc.stdout.splitlines()] == ["eng/new.py"]
+    assert "1 in the baseline not shown" in proc.stderr
+    elsewhere = script("gradmode-lint", "--baseline", str(root / "gradmode-baseline.json"), "--format", "concise",
+                       str(root), cwd=tmp_path)
+    assert [line.split(":")[0] for line in elsewhere.stdout.splitlines()] == [str(root / "eng" / "new.py")]
+    (root / "broken.json").write_text("{")
+    broken = script("gradmode-lint", "--baseline", "broken.json", ".", cwd=root)
+    assert broken.returncode == 2 and "broken.json is not a gradmode-lint baseline" in broken.stderr
+
+
+def _stderr_on_a_terminal(args: list[str], cwd: Path) -> str:
+    main, secondary = pty.openpty()
+    try:
+        proc = subprocess.Popen([str(BIN / "gradmode-lint"), *args], cwd=cwd, stdout=subprocess.PIPE,
+                                stderr=secondary, env=dict(os.environ, GRADMODE_CACHE_DIR=str(cwd / ".c")))
+        os.close(secondary)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(timeout=120)
+    finally:
+        os.close(main)
+    return b"".join(chunks).decode()
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path):
+    root = project(tmp_path, {f"eng/m{i}.py": SERVE for i in range(30)})
+    on_terminal = _stderr_on_a_terminal(["--no-cache", "."], root)
+    assert "gradmode-lint: reading [" in on_terminal and "/31 files" in on_terminal, on_terminal
+    assert "\r\x1b[K" in on_terminal  # the bar clears its line before the summary
+    piped = script("gradmode-lint", "--no-cache", ".", cwd=root)
+    assert "reading [" not in piped.stderr and "\r" not in piped.stderr
+
+
+def _apply(text: str, edits: list[dict]) -> str:
+    """Apply ruff-style edits (1-based rows and columns, end exclusive), last first."""
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+
+    def offset(pos: dict) -> int:
+        return offsets[pos["row"] - 1] + pos["column"] - 1 if pos["row"] <= len(lines) else len(text)
+
+    for edit in sorted(edits, key=lambda e: (e["location"]["row"], e["location"]["column"]), reverse=True):
+        text = text[:offset(edit["location"])] + edit["content"] + text[offset(edit["end_location"]):]
+    return text
+
+
+def test_json_has_end_positions_and_each_fix_as_edits(tmp_path):
+    import torch
+
+    source = WARM.replace("model()", "return model()").replace("import torch\n", "import torch\nfrom torch import inference_mode\n") \
+        + "def autotune(model):\n    with inference_mode():\n        return torch.is_inference_mode_enabled()\n"
+    root = project(tmp_path, {"eng/warm.py": source})
+    data = json.loads(script("gradmode-lint", "--format", "json", "eng/warm.py", cwd=root).stdout)
+    first, second = data["findings"]
+    assert (first["line"], first["col"], first["end_line"], first["end_col"]) == (4, 10, 4, 32)
+    assert (second["line"], second["col"], second["end_line"], second["end_col"]) == (7, 10, 7, 26)
+    assert first["fix"]["applicability"] == "safe" and first["fix"]["edits"]
+    for finding, name in ((first, "warmup"), (second, "autotune")):
+        fixed = _apply(source, finding["fix"]["edits"])
+        namespace: dict = {}
+        exec(compile(fixed, "fixed.py", "exec"), namespace)
+        with torch.no_grad():  # the fixed function runs under its caller's grad mode
+            assert namespace[name](torch.is_inference_mode_enabled) is False
+        (root / "eng" / "warm.py").write_text(fixed)
+        left = json.loads(script("gradmode-lint", "--format", "json", "eng/warm.py", cwd=root).stdout)["findings"]
+        assert [f["message"] for f in left] == [f["message"] for f in (first, second) if f is not finding]
+    assert "from torch import inference_mode" not in _apply(source, second["fix"]["edits"])  # then unused
+
+
+def test_finding_lines_stay_short_and_keep_long_names_in_the_notes(tmp_path):
+    for code, rule in ALL_RULES.items():
+        for index, example in enumerate(rule.INVALID):
+            config = Config(extend_select=("GM2",), **rule.EXAMPLE_OPTIONS)
+            run = lint_run(tmp_path / f"{code}-{index}", as_files(example), config)
+            for finding in run.findings:
+                assert len(finding.message) <= MAX_MESSAGE, finding.message
+    name = "VeryLongNameOfACudaGraphRunnerForTheMixtureOfExpertsKernelsWithPiecewiseCapture"
+    source = f"import torch\nclass {name}:\n    def warmup_all_the_kernels_for_every_batch_size(self):\n" \
+             "        with torch.inference_mode():\n            self.model()\n"
+    (finding,) = lint_run(tmp_path / "long", {"eng/module.py": source}, Config()).findings
+    line = render_text([finding], notes=False).rstrip("\n")
+    assert len(line) <= 160 and "…" in finding.message, line
+    assert name in finding.notes[0]  # the full message is the first note
+
+
+def test_readme_pre_commit_rev_is_the_release_tag():
+    readme = (ROOT / "README.md").read_text()
+    revs = re.findall(r"^\s*rev:\s*(\S+)", readme, re.MULTILINE)
+    assert revs == [f"v{__version__}"], revs
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: the tag itself cannot be looked up")
+    tags = subprocess.run(["git", "tag", "--list"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not tags:
+        pytest.skip("this clone has no tags at all (fetched without them)")
+    assert revs[0] in tags, tags
+
+
+@pytest.mark.slow
+def test_a_built_wheel_installs_and_runs_in_a_clean_venv(tmp_path):
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist),
+                    str(ROOT)], check=True, timeout=300)
+    (wheel,) = dist.glob("gradmode_lint-*.whl")
+    import zipfile
+
+    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert tops == {"lints", "codemods", f"gradmode_lint-{__version__}.dist-info"}, tops
+    env_dir = tmp_path / "clean"
+    venv.create(env_dir, with_pip=True)
+    bindir = env_dir / "bin"
+    subprocess.run([str(bindir / "python"), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=600)
+    root = project(tmp_path)
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "HOME": str(tmp_path)}
+    lint = subprocess.run([str(bindir / "gradmode-lint"), "--format", "concise", "."], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert lint.returncode == 1 and lint.stdout.startswith("eng/warm.py:3:10: GM101 "), lint
+    fix = subprocess.run([str(bindir / "gradmode-fix"), "."], cwd=root, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert fix.returncode == 0, fix
+    assert "inference_mode" not in (root / "eng" / "warm.py").read_text()
