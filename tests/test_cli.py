@@ -223,6 +223,7 @@ def test_lint_from_a_sub_folder_of_the_project(tmp_path, run):
     assert heads(sub.stdout)[0].startswith("helper.py:3:10: GM101 ")
 
 
+@pytest.mark.slow
 def test_jobs_and_cache_give_identical_results(tmp_path, run):
     for i in range(6):
         shutil.copy(BUGGY, tmp_path / f"b{i}.py")
@@ -260,6 +261,7 @@ def test_cache_follows_content_and_config(tmp_path, run):
     assert proc.returncode == 1 and "GM105" in proc.stdout
 
 
+@pytest.mark.slow
 def test_corrupt_cache_is_ignored(tmp_path, run):
     copy(tmp_path, BUGGY)
     cache = tmp_path / "cache"

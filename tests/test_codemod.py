@@ -215,6 +215,7 @@ def test_cli_no_files_is_clean(tmp_path):
     assert proc.returncode == 0 and "no files" in proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_jobs_1_and_2_identical(tmp_path):
     trees = []
     for jobs in ("1", "2"):

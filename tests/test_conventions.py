@@ -56,7 +56,8 @@ def test_both_console_scripts_tell_their_version(tmp_path):
         assert proc.returncode == 0 and proc.stdout.strip() == f"{name} {__version__}", proc
 
 
-@pytest.mark.parametrize("spelling", [".", "./eng", "eng//warm.py", "eng/../eng/warm.py"])
+@pytest.mark.parametrize("spelling", [".", "./eng", pytest.param("eng//warm.py", marks=pytest.mark.slow),
+                                      pytest.param("eng/../eng/warm.py", marks=pytest.mark.slow)])
 def test_diff_applies_with_git_apply_and_patch_whatever_the_path_spelling(tmp_path, spelling):
     root = project(tmp_path)
     subprocess.run(["git", "init", "-q", str(root)], check=True)

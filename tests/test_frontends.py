@@ -128,6 +128,7 @@ def _removed_lines(diff: str) -> dict[str, set[int]]:
     return out
 
 
+@pytest.mark.slow
 def test_codemod_diff_changes_the_gm1_lines_then_the_fix_is_clean_and_runs(package):
     before = {p: (package / p).read_text() for p in PACKAGE}
     crashed = run_main(package)

@@ -107,6 +107,7 @@ def test_linter_does_not_hang_on_a_fifo(fifo_tree: Path, given: str) -> None:
 @pytest.mark.xfail(strict=True, raises=subprocess.TimeoutExpired,
                    reason="flake8 opens every file itself (FileProcessor) before any plugin runs; "
                           "the plugin cannot prevent the hang (see the hardening report)")
+@pytest.mark.slow
 def test_flake8_does_not_hang_on_a_fifo(fifo_tree: Path) -> None:
     proc = run("flake8", "--select", "GM", str(fifo_tree), cwd=fifo_tree, timeout=10)
     assert "GM101" in proc.stdout
@@ -298,6 +299,7 @@ def _dead_pid() -> int:
     return child.pid
 
 
+@pytest.mark.slow
 def test_stale_temp_files_are_swept_from_folders_the_codemod_writes_to(tmp_path: Path) -> None:
     (tmp_path / "runner.py").write_text(SGLANG_IN)
     dead = tmp_path / f".gradmode-{_dead_pid()}-k1ll3d.tmp"  # what a SIGKILL mid-write leaves
@@ -372,6 +374,7 @@ def test_sigterm_and_sigint_stop_the_codemod_cleanly(tmp_path: Path, signum: int
     assert fixed >= 2 and original > 0, (fixed, original)  # it stopped mid-run
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_whole_files_and_the_next_run_sweeps_its_temp_files(tmp_path: Path) -> None:
     paths = _fixable_tree(tmp_path, 3, 8)
     proc = _start_and_wait_for_writes(tmp_path, paths, "2", 3, start_new_session=True)
@@ -482,6 +485,7 @@ def test_multi_item_with_keeps_the_kept_items_comment() -> None:
         assert namespace["RAN"] == expected
 
 
+@pytest.mark.slow
 def test_multi_item_fix_through_the_codemod_runs(tmp_path: Path) -> None:
     path = tmp_path / "runner.py"
     path.write_text(MULTI_ITEM + "\nCudaGraphRunner().capture()\nprint(RAN)\n")

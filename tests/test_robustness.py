@@ -632,6 +632,7 @@ def mixed_tree(torch_tree: Path, tmp_path_factory) -> Path:
     return dest
 
 
+@pytest.mark.slow
 def test_lint_results_do_not_depend_on_jobs_or_cache(mixed_tree: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     # one example serving under inference mode would set the whole tree's inferred mode: fix it
@@ -659,6 +660,7 @@ def test_lint_results_do_not_depend_on_jobs_or_cache(mixed_tree: Path, tmp_path:
         edited.write_bytes(original)
 
 
+@pytest.mark.slow
 def test_codemod_results_do_not_depend_on_jobs(mixed_tree: Path, tmp_path: Path) -> None:
     outputs = {}
     for jobs in ("1", "2"):
@@ -799,6 +801,7 @@ def test_linter_exit_status_per_file(bad_tree: Path, name: str, status: int, wor
         assert words.lower() in lines[0].lower()
 
 
+@pytest.mark.slow
 def test_codemod_on_bad_input(bad_tree: Path) -> None:
     before = snapshot(bad_tree)
     ro_mode = stat.S_IMODE((bad_tree / "readonly.py").stat().st_mode)
@@ -835,6 +838,7 @@ def test_codemod_on_bad_input(bad_tree: Path) -> None:
     assert snapshot(bad_tree) == after
 
 
+@pytest.mark.slow
 def test_codemod_check_and_diff_write_nothing(bad_tree: Path) -> None:
     before = snapshot(bad_tree)
     for flag in ("--check", "--diff"):
