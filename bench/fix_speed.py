@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from lints.codemod import FixOptions, fix_text
-from lints.config import Config
+from lints.options import Config
 from lints.engine import lint_project
 from lints.files import SourceFile
 

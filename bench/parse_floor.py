@@ -23,7 +23,7 @@ import ast
 
 cst = None  # libcst, imported only for the libcst floor (its import is not part of the ast floor)
 
-# Same as lints.config.DEFAULT_EXCLUDE (kept here so the floor does not import the linter).
+# Same as lints.options.DEFAULT_EXCLUDE (kept here so the floor does not import the linter).
 EXCLUDE = {".git", ".hg", ".svn", ".tox", ".venv", "venv", "__pycache__", ".gradmode_cache", "node_modules"}
 
 

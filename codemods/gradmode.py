@@ -16,7 +16,7 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext, SkipFile
 from libcst.metadata import BatchableMetadataProvider
 
-from lints.config import Config, default_cache_dir, load_config, split_codes
+from lints.options import Config, default_cache_dir, load_config, split_codes
 from lints.engine import finding_from_dict, lint_project
 from lints.fixer import STYLES, apply_fixes, plans_for
 

@@ -11,7 +11,7 @@ from typing import Iterable, NamedTuple, Optional
 from . import names
 from .buffers import Buffers
 from .callgraph import CallGraph
-from .config import Config
+from .options import Config
 from .phases import Phases
 from .project import EXTERNAL, Project
 from .regions import INFERENCE, Mode, Regions

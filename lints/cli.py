@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from . import __version__
-from .config import SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config, split_codes
+from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir, find_pyproject,
+                      load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
 from .files import MAX_FILE_BYTES, SourceFile, default_jobs, read_source, write_file
 from .model import FileError
@@ -45,15 +46,31 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
                         help=f"skip larger files with an error (default {MAX_FILE_BYTES})")
 
 
-def config_from_args(args: argparse.Namespace) -> Config:
-    """[tool.gradmode] of the nearest pyproject.toml above the linted paths (not the cwd: running from
-    elsewhere gives the same result), then the command line over it."""
-    given = [p for p in getattr(args, "paths", []) if p != "-"] or (
-        [args.stdin_filename] if getattr(args, "stdin_filename", None) else [])
-    start = Path(os.path.abspath(given[0])) if given else None  # abspath: a symlink loop must not raise
-    if start is not None and not start.is_dir():
-        start = start.parent
-    base, _ = load_config(args.config, start=start)
+def _start_of(path: str) -> Path:
+    start = Path(os.path.abspath(path))  # abspath: a symlink loop must not raise
+    return start if start.is_dir() else start.parent
+
+
+def configs_for_paths(args: argparse.Namespace, paths: list[str]) -> list[tuple[Config, list[str]]]:
+    """The paths grouped by the nearest pyproject.toml with [tool.gradmode] above each (ruff's
+    hierarchical config: every file gets its own project's settings, whatever the cwd), each
+    group with its config and the command line over it; one group with ``--config``."""
+    if args.config or len(paths) <= 1:
+        return [(config_from_args(args, paths[:1]), paths)]
+    groups: dict[Optional[Path], list[str]] = {}
+    for path in paths:
+        groups.setdefault(find_pyproject(_start_of(path)), []).append(path)
+    return [(config_from_args(args, members[:1]), members) for members in groups.values()]
+
+
+def config_from_args(args: argparse.Namespace, given: Optional[list[str]] = None) -> Config:
+    """[tool.gradmode] of the nearest pyproject.toml above the (first) linted path (not the cwd:
+    running from elsewhere gives the same result), then the command line over it."""
+    if given is None:
+        given = [p for p in getattr(args, "paths", []) if p != "-"]
+    if not given or given == ["-"]:
+        given = [args.stdin_filename] if getattr(args, "stdin_filename", None) else []
+    base, _ = load_config(args.config, start=_start_of(given[0]) if given else None)
 
     def globs(value: Optional[str]) -> Optional[tuple[str, ...]]:
         return None if value is None else tuple(v.strip() for v in value.split(",") if v.strip())
@@ -71,14 +88,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
     )
     if args.extend_path_patterns:
         config = config.replace(path_patterns=config.path_patterns + globs(args.extend_path_patterns))
-    chosen = config.select + config.extend_select + config.ignore
-    if not chosen:
-        return config
-    from .rules import ALL_RULES  # only now: a warm-cache run never needs libcst
-
-    unknown = [c for c in chosen if not any(code.startswith(c) for code in ALL_RULES)]
-    if unknown:
-        raise ConfigError(f"unknown rule code(s): {', '.join(unknown)} (known: {', '.join(ALL_RULES)})")
+    check_codes((split_codes(args.select) or ()) + (split_codes(args.extend_select) or ())
+                + (split_codes(args.ignore) or ()), "command line")
     return config
 
 
@@ -134,7 +145,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return fix_main([a for a in argv if a != "--fix" and not a.startswith("--format")
                          and a not in ("--statistics", "--exit-zero")])
     try:
-        config = config_from_args(args)
+        config_from_args(args)  # a bad option or config is an error even with no files
     except ConfigError as exc:
         print(f"gradmode-lint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -155,11 +166,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if overrides and (args.add_noqa or args.write_baseline):
         print("gradmode-lint: error: --add-noqa and --write-baseline need files, not stdin", file=sys.stderr)
         return EXIT_ERROR
-    run = lint_project(paths, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
-                       use_cache=not args.no_cache, max_bytes=args.max_file_size, overrides=overrides,
-                       progress=None if args.quiet else Progress("gradmode-lint: reading"))
-    findings, errors, nfiles = run.findings, run.errors, len(run.files)
-    serving = run.serving
+    try:
+        groups = configs_for_paths(args, paths)
+    except ConfigError as exc:
+        print(f"gradmode-lint: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    findings, errors, nfiles, servings = [], [], 0, []
+    for config, members in groups:
+        run = lint_project(members, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
+                           use_cache=not args.no_cache, max_bytes=args.max_file_size, overrides=overrides,
+                           progress=None if args.quiet else Progress("gradmode-lint: reading"))
+        findings += [(f, config) for f in run.findings]
+        errors += run.errors
+        nfiles += len(run.files)
+        servings.append(run.serving)
+    configs = {id(f): config for f, config in findings}
+    findings = [f for f, _ in findings]
+    serving = servings[0]
     text_of = _text_reader(overrides or {})
     if args.write_baseline:
         count = write_baseline(str(args.write_baseline), findings, text_of)
@@ -177,7 +200,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.add_noqa:
         return _add_noqa(findings, errors, args.quiet)
     if args.format == "json":
-        report = render_json(findings, errors, serving, _editor_details(findings, config, args.max_file_size))
+        report = render_json(findings, errors, serving, _editor_details(findings, configs, args.max_file_size,
+                                                                     overrides or {}))
     elif args.format == "sarif":
         report = render_sarif(findings, errors, serving)
     elif args.format == "github":
@@ -193,8 +217,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for error in errors:
         print(error, file=sys.stderr)
     if not args.quiet:
-        print(f"gradmode-lint: serving grad mode: {serving.mode} ({serving.source}: {serving.evidence})",
-              file=sys.stderr)
+        for config_and_members, serving in zip(groups, servings):
+            where = f" for {config_and_members[1][0]}" if len(groups) > 1 else ""
+            print(f"gradmode-lint: serving grad mode{where}: {serving.mode} ({serving.source}: {serving.evidence})",
+                  file=sys.stderr)
         fixable = sum(1 for f in findings if f.fixable == "safe")
         print(f"gradmode-lint: {len(findings)} finding(s) in {nfiles} file(s)"
               + (f", {fixable} fixable with `python -m lints.codemod`" if fixable else "")
@@ -243,8 +269,9 @@ def _add_noqa(findings, errors, quiet: bool) -> int:
     return EXIT_ERROR if failures else EXIT_CLEAN
 
 
-def _editor_details(findings, config: Config, max_bytes: int) -> dict:
-    """(path, line, col) -> {"end": (line, col), "edits": [...] or None} for ``--format json``."""
+def _editor_details(findings, configs: dict, max_bytes: int, overrides: dict[str, str]) -> dict:
+    """(path, line, col) -> {"end": (line, col), "edits": [...]} for ``--format json``."""
+    from .files import decode_source
     from .spans import end_positions
 
     details: dict = {}
@@ -252,17 +279,17 @@ def _editor_details(findings, config: Config, max_bytes: int) -> dict:
     for f in findings:
         by_path.setdefault(f.path, []).append(f)
     for path, in_file in by_path.items():
-        source = read_source(path, max_bytes)
+        source = decode_source(path, overrides[path].encode("utf-8")) if path in overrides \
+            else read_source(path, max_bytes)
         if isinstance(source, FileError):
             continue
         ends = end_positions(source.text, {(f.line, f.col) for f in in_file})
-        fixable = [f for f in in_file if f.fixes]
-        if fixable:
-            from .codemod import FixOptions, fix_edits  # libcst: only when there is a fix to describe
-
-            options = FixOptions(config, max_bytes=max_bytes, findings={})
         for f in in_file:
-            edits = fix_edits(source, f, options) if f.fixes else []
+            edits = []
+            if f.fixes:
+                from .codemod import FixOptions, fix_edits  # libcst: only when there is a fix to describe
+
+                edits = fix_edits(source, f, FixOptions(configs[id(f)], max_bytes=max_bytes, findings={}))
             details[(f.path, f.line, f.col)] = {"end": ends[(f.line, f.col)], "edits": edits}
     return details
 

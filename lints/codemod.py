@@ -22,8 +22,8 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from . import __version__
-from .cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args
-from .config import Config, ConfigError, default_cache_dir
+from .cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args, configs_for_paths
+from .options import Config, ConfigError, default_cache_dir
 from .engine import lint_project
 from .files import (FileChangedError, SourceFile, default_jobs, is_read_only, read_source, remove_in_flight_temps,
                     run_jobs, source_lines, write_file)
@@ -291,7 +291,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _main(argv: Optional[Sequence[str]]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        config = config_from_args(args)
+        groups = configs_for_paths(args, list(args.paths)) if args.paths else [(config_from_args(args), [])]
     except ConfigError as exc:
         print(f"gradmode-fix: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -300,15 +300,20 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             print("gradmode-fix: no files to fix", file=sys.stderr)
         return EXIT_CLEAN
     jobs = args.jobs if args.jobs and args.jobs > 0 else default_jobs()
-    # The whole project decides what is a finding; only the given files are rewritten.
-    run = lint_project(args.paths, config, jobs, cache_dir=default_cache_dir(), max_bytes=args.max_file_size,
-                       progress=Progress("gradmode-fix: reading"))
+
+    def lint_all(progress=None):
+        """Each project with its own config; the whole project decides what is a finding."""
+        runs = [lint_project(members, config, jobs, cache_dir=default_cache_dir(), max_bytes=args.max_file_size,
+                             progress=progress) for config, members in groups]
+        return ([f for r in runs for f in r.findings], [f for r in runs for f in r.files],
+                [e for r in runs for e in r.errors])
+
+    found, files, errors = lint_all(Progress("gradmode-fix: reading"))
     by_path: dict[str, list[Finding]] = {}
-    for finding in run.findings:
+    for finding in found:
         by_path.setdefault(finding.path, []).append(finding)
-    options = FixOptions(config, args.style, args.unsafe_fixes, write=not (args.check or args.diff),
+    options = FixOptions(groups[0][0], args.style, args.unsafe_fixes, write=not (args.check or args.diff),
                          diff=args.diff, max_bytes=args.max_file_size, findings=by_path)
-    files, errors = run.files, list(run.errors)
     broken = {e.path for e in errors}
     files = [f for f in files if f not in broken]
     progress = Progress("gradmode-fix: fixing")
@@ -321,8 +326,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     remaining = sorted(f for o in outcomes for f in o.remaining)
     changed = [o for o in outcomes if o.changed]
     if changed and options.write:  # what is left, on the whole project as it is now
-        remaining = lint_project(args.paths, config, jobs, cache_dir=default_cache_dir(),
-                                 max_bytes=args.max_file_size).findings
+        remaining = lint_all()[0]
     for outcome in outcomes:
         if outcome.diff:
             sys.stdout.write(outcome.diff)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
 from . import __version__
-from .config import Config
+from .options import Config
 from .files import MAX_FILE_BYTES, SourceFile, decode_source, discover, read_source, run_jobs
 from .model import FileError, Finding, Fix
 from .noqa import without_suppressed

@@ -3,8 +3,11 @@
 flake8 hands a plugin one file at a time; the analysis needs the whole project, so the first
 file of each project root runs it (reading the same cached summaries as the CLI, refreshed when
 file hashes change) and every file of that root takes its findings from the result. flake8 only
-reads INI files, so ``[tool.gradmode]`` is read from pyproject.toml here; ``--gradmode-*``
-options override it. flake8 applies ``# noqa`` and ``--select``/``--ignore`` itself.
+reads INI files, so ``[tool.gradmode]`` is read here from the nearest pyproject.toml above each
+project root (as the CLI does: the cwd does not matter), ``exclude`` and ``per-file-ignores``
+included; ``--gradmode-*`` options override it. flake8 applies ``# noqa`` and
+``--select``/``--ignore`` itself. A broken config or an unknown code in it is reported as GM001
+on each file of that project.
 """
 from __future__ import annotations
 
@@ -13,13 +16,27 @@ import os
 from typing import Any, ClassVar, Iterator, Optional, Sequence
 
 from . import __version__
-from .config import SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config
+from .model import FileError
+from .options import SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config
+
+
+class _ConfigTrouble(dict):
+    """A project whose config cannot be used: every file gets its one error."""
+
+    def __init__(self, error: "FileError") -> None:
+        super().__init__()
+        self.error = error
+
+    def get(self, key, default=None):
+        return [self.error]
 
 
 class GradModeChecker:
     name = "gradmode-lint"
     version = __version__
-    config: ClassVar[Optional[Config]] = None
+    # what flake8's own options set over each project's [tool.gradmode]
+    overrides: ClassVar[dict[str, Any]] = {}
+    explicit_config: ClassVar[Optional[str]] = None
     _by_root: ClassVar[dict[str, dict[str, list]]] = {}
 
     def __init__(self, tree: ast.AST, filename: str, lines: Sequence[str]) -> None:
@@ -49,39 +66,48 @@ class GradModeChecker:
     def parse_options(cls, options: Any) -> None:
         from .rules import OPT_IN_CODES
 
-        try:
-            base, _ = load_config(getattr(options, "gradmode_config", None))
-        except ConfigError as exc:
-            raise SystemExit(f"gradmode-lint: error: {exc}") from exc
-
         def listed(name: str) -> Optional[tuple[str, ...]]:
             value = getattr(options, name, None)
             return tuple(v for v in value if v) if value else None
 
-        config = base.replace(
+        chosen = [c for c in (getattr(options, "select", None) or []) + (getattr(options, "extend_select", None)
+                                                                       or []) if c]
+        cls.overrides = dict(
             path_patterns=listed("gradmode_path_patterns"),
             class_patterns=listed("gradmode_class_patterns"),
             serving_patterns=listed("gradmode_serving_patterns"),
             module_globs=listed("gradmode_module_globs"),
             serving_grad_mode=getattr(options, "gradmode_serving_grad_mode", None),
+            extend_path_patterns=listed("gradmode_extend_path_patterns") or (),
+            opt_in=tuple(code for code in sorted(OPT_IN_CODES) if any(code.startswith(c) for c in chosen)),
         )
-        chosen = [c for c in (getattr(options, "select", None) or []) + (getattr(options, "extend_select", None)
-                                                                       or []) if c]
-        wanted = tuple(code for code in sorted(OPT_IN_CODES) if any(code.startswith(c) for c in chosen))
-        config = config.replace(extend_select=config.extend_select + wanted)
-        extra = listed("gradmode_extend_path_patterns")
-        if extra:
-            config = config.replace(path_patterns=config.path_patterns + extra)
-        cls.config = config
+        cls.explicit_config = getattr(options, "gradmode_config", None)
         cls._by_root = {}
 
     @classmethod
-    def _project_findings(cls, filename: str, config: Config) -> dict[str, list]:
+    def config_for(cls, root: str) -> Config:
+        """The project's [tool.gradmode] (found from its root), with flake8's options over it."""
+        from pathlib import Path
+
+        base, _ = load_config(Path(cls.explicit_config) if cls.explicit_config else None, start=Path(root))
+        changes = dict(cls.overrides)
+        extra, opt_in = changes.pop("extend_path_patterns", ()), changes.pop("opt_in", ())
+        config = base.replace(**changes)
+        return config.replace(path_patterns=config.path_patterns + tuple(extra),
+                              extend_select=config.extend_select + tuple(opt_in))
+
+    @classmethod
+    def _project_findings(cls, filename: str) -> dict[str, list]:
         from .engine import find_project_root, lint_project
 
         root = find_project_root([filename])
         found = cls._by_root.get(root)
         if found is None:
+            try:
+                config = cls.config_for(root)
+            except ConfigError as exc:  # every file of the project says so, not only the first
+                cls._by_root[root] = found = _ConfigTrouble(FileError(root, f"config error: {exc}"))
+                return found
             run = lint_project([root], config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False)
             found = {}
             for finding in run.findings:
@@ -92,10 +118,9 @@ class GradModeChecker:
         return found
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
-        config = self.config or Config()
         if self.filename in ("-", "stdin") or not os.path.isfile(self.filename):
             return
-        for item in self._project_findings(self.filename, config).get(os.path.abspath(self.filename), []):
+        for item in self._project_findings(self.filename).get(os.path.abspath(self.filename), []):
             if hasattr(item, "code"):
                 yield item.line, item.col, f"{item.code} {item.message}", type(self)
             else:

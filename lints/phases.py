@@ -24,7 +24,7 @@ from typing import NamedTuple, Optional
 
 from . import names
 from .callgraph import CallGraph
-from .config import Config
+from .options import Config
 from .project import EXTERNAL, Project
 from .regions import INFERENCE, INFERENCE_OFF, NO_GRAD, Regions
 from .summary import C_FUNC, C_LINE, C_WITH, MODULE_SCOPE, W_LINE, W_PARENT

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Iterator, Union
 
-from lints.config import Config
+from lints.options import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from lints.config import Config
+from lints.options import Config
 
 from .helpers import FIXTURES, chdir
 

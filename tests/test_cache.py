@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from lints.config import Config
+from lints.options import Config
 from lints.engine import lint_project
 
 from .helpers import ROOT, chdir, write_package

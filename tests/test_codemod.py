@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from lints.codemod import FixOptions, fix_text
-from lints.config import Config
+from lints.options import Config
 from lints.files import decode_source
 
 from .helpers import ALL_ON, FIXTURES, chdir, run_module
@@ -162,6 +162,7 @@ def test_cli_fix_writes_atomically_and_keeps_mode(tmp_path):
     assert "1 changed" in proc.stderr
 
 
+@pytest.mark.slow  # tests/test_conventions.py checks the same on every spelling
 def test_cli_check_and_diff_write_nothing(tmp_path):
     path = write(tmp_path, "runner.py", BUGGY)
     check = run_module("lints.codemod", "--check", str(path), cwd=tmp_path)
@@ -173,6 +174,7 @@ def test_cli_check_and_diff_write_nothing(tmp_path):
     assert path.read_text() == BUGGY
 
 
+@pytest.mark.slow  # tests/test_conventions.py checks the same on every spelling
 def test_diff_headers_git_style_for_relative_paths_verbatim_for_absolute(tmp_path):
     path = write(tmp_path, "runner.py", BUGGY)
     relative = run_module("lints.codemod", "--diff", "runner.py", cwd=tmp_path)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from lints import __version__
-from lints.config import Config
+from lints.options import Config
 from lints.output import render_text
 from lints.rule import MAX_MESSAGE
 from lints.rules import ALL_RULES
@@ -248,3 +248,43 @@ def test_a_built_wheel_installs_and_runs_in_a_clean_venv(tmp_path):
                          timeout=300)
     assert fix.returncode == 0, fix
     assert "inference_mode" not in (root / "eng" / "warm.py").read_text()
+
+
+def _two_projects(tmp_path: Path) -> Path:
+    """Two sibling projects; `quiet` ignores GM101 in its own pyproject.toml."""
+    write_package(tmp_path / "loud", {"eng/warm.py": WARM})
+    write_package(tmp_path / "quiet", {"eng/warm.py": WARM, "gen/warm.py": WARM})
+    (tmp_path / "quiet" / "pyproject.toml").write_text('[tool.gradmode]\nignore = ["GM101"]\nexclude = ["gen"]\n')
+    return tmp_path
+
+
+def test_each_file_gets_its_own_projects_config_whatever_the_cwd(tmp_path):
+    parent = _two_projects(tmp_path)
+    both = script("gradmode-lint", "--format", "concise", "loud", "quiet", cwd=parent)
+    assert [line.split(" `")[0] for line in both.stdout.splitlines()] == ["loud/eng/warm.py:3:10: GM101"], both
+    inside = script("gradmode-lint", "--format", "concise", "../loud", ".", cwd=parent / "quiet")
+    assert [line.split(": GM")[0] for line in inside.stdout.splitlines()] == ["../loud/eng/warm.py:3:10"], inside
+    fixed = script("gradmode-fix", "quiet", "loud", cwd=parent)
+    assert fixed.returncode == 0, fixed
+    assert "inference_mode" not in (parent / "loud/eng/warm.py").read_text()
+    assert "inference_mode" in (parent / "quiet/eng/warm.py").read_text()
+
+
+def test_flake8_reads_each_projects_config_and_its_exclude(tmp_path):
+    parent = _two_projects(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "flake8", "--select", "GM", "loud", "quiet"], cwd=parent,
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, GRADMODE_CACHE_DIR=str(parent / ".c")))
+    assert [line.split(" ")[0] for line in proc.stdout.splitlines()] == ["loud/eng/warm.py:3:10:"], proc
+
+
+def test_an_unknown_code_in_the_config_is_an_error_in_every_front_end(tmp_path):
+    root = project(tmp_path)
+    (root / "pyproject.toml").write_text('[tool.gradmode]\nignore = ["GM1O1"]\n')  # a letter O
+    lint = script("gradmode-lint", ".", cwd=root)
+    assert lint.returncode == 2 and "[tool.gradmode]: unknown rule code(s): GM1O1" in lint.stderr, lint
+    fix = script("gradmode-fix", ".", cwd=root)
+    assert fix.returncode == 2 and "unknown rule code(s): GM1O1" in fix.stderr, fix
+    flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "GM", "eng"], cwd=root,
+                            capture_output=True, text=True, timeout=300)
+    assert flake8.returncode == 1 and "GM001" in flake8.stdout and "GM1O1" in flake8.stdout, flake8

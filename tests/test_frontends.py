@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from lints.config import Config
+from lints.options import Config
 
 from .helpers import ROOT, as_set, expected_in_files, lint_run, run_module, write_package
 

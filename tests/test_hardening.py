@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from lints.codemod import FixOptions, fix_text
-from lints.config import Config
+from lints.options import Config
 from lints.files import (NOT_REGULAR, FileChangedError, decode_source, discover, read_source, run_jobs,
                          sweep_stale_temps, write_file)
 from lints.limits import MAX_BRACKET_DEPTH, MAX_CHAIN_TOKENS, measure, source_limits_error

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lints.config import Config
+from lints.options import Config
 
 from .helpers import ALL_ON, FIXTURES, as_set, expected_in_files, lint_run, run_module
 

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 
 from lints.codemod import FixOptions, fix_text
-from lints.config import Config
+from lints.options import Config
 from lints.engine import lint_project
 from lints.files import SourceFile, read_source
 from lints.model import FileError

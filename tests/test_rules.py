@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import lints.rules
-from lints.config import Config
+from lints.options import Config
 from lints.rule import Rule
 from lints.rules import ALL_RULES, OPT_IN_CODES
 

@@ -5,7 +5,7 @@ see tests/test_project.py for inference across modules.
 """
 from __future__ import annotations
 
-from lints.config import Config
+from lints.options import Config
 
 from .helpers import lint_run
 

@@ -1,7 +1,8 @@
-"""Settings shared by the CLI, the flake8 plugin and the codemod.
+"""The options every front end shares (CLI, codemod, flake8 plugin, libcst command).
 
-Read once from ``[tool.gradmode]`` in pyproject.toml (flake8 only reads INI
-files, so we read pyproject ourselves); command-line options override it.
+Read from ``[tool.gradmode]`` in the nearest pyproject.toml above the linted files (flake8 only
+reads INI files, so we read pyproject ourselves); command-line options override it. Rule codes
+are checked here, once for all front ends: a misspelt code is an error, not a silent no-op.
 """
 from __future__ import annotations
 
@@ -160,7 +161,21 @@ def config_from_mapping(table: dict[str, Any], base: Config = Config()) -> Confi
     cfg = dataclasses.replace(base, **changes)
     for key, more in extend.items():
         cfg = dataclasses.replace(cfg, **{key: getattr(cfg, key) + more})
+    check_codes(cfg.select + cfg.extend_select + cfg.ignore + tuple(c for _, codes in cfg.per_file_ignores
+                                                                    for c in codes), "[tool.gradmode]")
     return cfg
+
+
+def check_codes(codes: Iterable[str], where: str) -> None:
+    """Every code or prefix must name at least one rule (``GM1``, ``GM202``)."""
+    codes = tuple(codes)
+    if not codes:
+        return
+    from .rules import ALL_RULES  # only when codes are given: a plain run stays cheap
+
+    unknown = [c for c in codes if not any(code.startswith(c) for code in ALL_RULES)]
+    if unknown:
+        raise ConfigError(f"{where}: unknown rule code(s): {', '.join(unknown)} (known: {', '.join(ALL_RULES)})")
 
 
 def load_config(pyproject: Optional[Path] = None, start: Optional[Path] = None) -> tuple[Config, Optional[Path]]:
