@@ -98,3 +98,17 @@ def run_module(*args: str, cwd: Path | None = None, input: str | None = None) ->
                GRADMODE_CACHE_DIR=str((cwd or ROOT) / ".gradmode_cache_test"))
     return subprocess.run([sys.executable, "-m", *args], cwd=cwd or ROOT, capture_output=True, text=True,
                           env=env, input=input, timeout=300)
+
+
+BIN = Path(sys.executable).parent
+
+
+def run_script(name: str, *args: str, cwd: Path, input: str | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """Run an installed console script (``gradmode-lint``, ``gradmode-fix``: pip puts them beside the
+    interpreter), as a user does, with its own cache folder and no NO_COLOR from the caller."""
+    path = BIN / name
+    assert path.exists(), f"{path} is missing: install the project (`pip install -e .`) first"
+    env = dict(os.environ, GRADMODE_CACHE_DIR=str(cwd / ".cache-test"))
+    env.pop("NO_COLOR", None)
+    return subprocess.run([str(path), *args], cwd=cwd, capture_output=True, text=True, input=input, env=env,
+                          timeout=300, **kwargs)

@@ -1,10 +1,10 @@
-"""The ruff/flake8 conventions of the CLI, through the real console entry point in temp projects."""
+"""The ruff/flake8 conventions of the CLI, through the installed console script in temp projects."""
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from .helpers import ROOT, run_module, write_package
+from .helpers import ROOT, run_script, write_package
 
 WARM = ("import torch\n"
         "def warmup(model):\n"
@@ -21,22 +21,22 @@ def _project(tmp_path, pyproject: str = ""):
 
 def test_statistics_counts_per_code(tmp_path):
     root = _project(tmp_path)
-    proc = run_module("lints", ".", "--statistics", "--format", "concise", cwd=root)
+    proc = run_script("gradmode-lint", ".", "--statistics", "--format", "concise", cwd=root)
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.splitlines()[-1] == "    2  GM101 [*]"
 
 
 def test_concise_has_no_notes_and_text_has_them(tmp_path):
     root = _project(tmp_path)
-    concise = run_module("lints", "eng/warm.py", "--format", "concise", cwd=root).stdout.splitlines()
-    text = run_module("lints", "eng/warm.py", cwd=root).stdout.splitlines()
+    concise = run_script("gradmode-lint", "eng/warm.py", "--format", "concise", cwd=root).stdout.splitlines()
+    text = run_script("gradmode-lint", "eng/warm.py", cwd=root).stdout.splitlines()
     assert len(concise) == 1 and concise[0].startswith("eng/warm.py:3:10: GM101 ")
     assert text[0] == concise[0] and text[1].startswith("    ") and "matches `*warmup*`" in text[1]
 
 
 def test_github_annotations_have_the_exact_format(tmp_path):
     root = _project(tmp_path)
-    out = run_module("lints", "eng/warm.py", "--format", "github", cwd=root).stdout.splitlines()
+    out = run_script("gradmode-lint", "eng/warm.py", "--format", "github", cwd=root).stdout.splitlines()
     assert out == [
         "::warning title=gradmode-lint (GM101),file=eng/warm.py,line=3,col=10::GM101 `with torch.inference_mode()` "
         "in warm path `warmup()`"]
@@ -44,18 +44,18 @@ def test_github_annotations_have_the_exact_format(tmp_path):
 
 def test_stdin_findings_carry_the_given_filename(tmp_path):
     root = _project(tmp_path)
-    proc = run_module("lints", "-", "--stdin-filename", "eng/unsaved.py", "--format", "concise", cwd=root,
+    proc = run_script("gradmode-lint", "-", "--stdin-filename", "eng/unsaved.py", "--format", "concise", cwd=root,
                       input=WARM.replace("model()", "model(1)"))
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.startswith("eng/unsaved.py:3:10: GM101 "), proc.stdout
     assert not (root / "eng" / "unsaved.py").exists()
-    missing = run_module("lints", "-", cwd=root, input=WARM)
+    missing = run_script("gradmode-lint", "-", cwd=root, input=WARM)
     assert missing.returncode == 2 and "--stdin-filename" in missing.stderr
 
 
 def test_fix_runs_the_codemod(tmp_path):
     root = _project(tmp_path)
-    proc = run_module("lints", "eng/warm.py", "--fix", cwd=root)
+    proc = run_script("gradmode-lint", "eng/warm.py", "--fix", cwd=root)
     assert proc.returncode == 0, proc.stderr
     assert "inference_mode" not in (root / "eng" / "warm.py").read_text()
     assert "inference_mode" in (root / "eng" / "other.py").read_text()  # only the given file is rewritten
@@ -63,32 +63,32 @@ def test_fix_runs_the_codemod(tmp_path):
 
 def test_color_follows_the_flag_and_no_color(tmp_path):
     root = _project(tmp_path)
-    always = run_module("lints", "eng/warm.py", "--color", "always", cwd=root).stdout
-    never = run_module("lints", "eng/warm.py", "--color", "never", cwd=root).stdout
-    auto = run_module("lints", "eng/warm.py", cwd=root).stdout  # not a terminal
+    always = run_script("gradmode-lint", "eng/warm.py", "--color", "always", cwd=root).stdout
+    never = run_script("gradmode-lint", "eng/warm.py", "--color", "never", cwd=root).stdout
+    auto = run_script("gradmode-lint", "eng/warm.py", cwd=root).stdout  # not a terminal
     assert "\033[" in always and "\033[" not in never and auto == never
 
 
 def test_per_file_ignores(tmp_path):
     root = _project(tmp_path, '[tool.gradmode]\nper-file-ignores = {"eng/other.py" = ["GM1"]}\n')
-    proc = run_module("lints", ".", "--format", "concise", cwd=root)
+    proc = run_script("gradmode-lint", ".", "--format", "concise", cwd=root)
     assert [line.split(":")[0] for line in proc.stdout.splitlines()] == ["eng/warm.py"], proc.stdout
     bad = _project(tmp_path / "bad", '[tool.gradmode]\nper-file-ignores = ["GM1"]\n')
-    proc = run_module("lints", ".", cwd=bad)
+    proc = run_script("gradmode-lint", ".", cwd=bad)
     assert proc.returncode == 2 and "per-file-ignores must be a table" in proc.stderr
 
 
 def test_a_broken_pyproject_is_an_error_naming_the_file(tmp_path):
     root = _project(tmp_path, "[tool.gradmode\nx = 1\n")
-    proc = run_module("lints", ".", cwd=root)
+    proc = run_script("gradmode-lint", ".", cwd=root)
     assert proc.returncode == 2
     assert "pyproject.toml: cannot read config:" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_config_comes_from_the_linted_paths_not_the_cwd(tmp_path):
     root = _project(tmp_path, '[tool.gradmode]\nignore = ["GM101"]\n')
-    inside = run_module("lints", ".", cwd=root)
-    elsewhere = run_module("lints", str(root), cwd=tmp_path)
+    inside = run_script("gradmode-lint", ".", cwd=root)
+    elsewhere = run_script("gradmode-lint", str(root), cwd=tmp_path)
     assert inside.returncode == elsewhere.returncode == 0, (inside.stdout, elsewhere.stdout)
 
 

@@ -22,9 +22,9 @@ from lints.output import render_text
 from lints.rule import MAX_MESSAGE
 from lints.rules import ALL_RULES
 
-from .helpers import ROOT, as_files, lint_run, write_package
+from .helpers import BIN, ROOT, as_files, lint_run, write_package
+from .helpers import run_script as script
 
-BIN = Path(sys.executable).parent
 WARM = ("import torch\n"
         "def warmup(model):\n"
         "    with torch.inference_mode():\n"
@@ -34,16 +34,6 @@ SERVE = ("import torch\n"
          "def serve(model):\n"
          "    with torch.no_grad():\n"
          "        return model()\n")
-
-
-def script(name: str, *args: str, cwd: Path, input: str | None = None, **kwargs) -> subprocess.CompletedProcess:
-    """Run an installed console script (pip puts it beside the interpreter)."""
-    path = BIN / name
-    assert path.exists(), f"{path} is missing: install the project (`pip install -e .`) first"
-    env = dict(os.environ, GRADMODE_CACHE_DIR=str(cwd / ".cache-test"))
-    env.pop("NO_COLOR", None)
-    return subprocess.run([str(path), *args], cwd=cwd, capture_output=True, text=True, input=input, env=env,
-                          timeout=300, **kwargs)
 
 
 def project(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
