@@ -22,6 +22,7 @@ from .model import FileError, Finding, Fix
 from .noqa import without_suppressed
 from .summary import SCHEMA, import_root, module_name_for, summarize
 
+
 def _tool_fingerprint() -> str:
     """The tool's own files (size, mtime): an edited checkout of the tool never reuses stale results."""
     folder = os.path.dirname(os.path.abspath(__file__))

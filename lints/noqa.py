@@ -11,6 +11,8 @@ from .model import Finding
 
 # flake8's syntax: `# noqa` alone suppresses everything on the line; `# noqa: GM101, GM2` codes or prefixes.
 NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+
+
 def is_suppressed(line: str, code: str) -> bool:
     if "noqa" not in line.lower():
         return False
