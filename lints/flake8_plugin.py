@@ -8,6 +8,11 @@ project root (as the CLI does: the cwd does not matter), ``exclude`` and ``per-f
 included; ``--gradmode-*`` options override it. flake8 applies ``# noqa`` and
 ``--select``/``--ignore`` itself. A broken config or an unknown code in it is reported as GM001
 on each file of that project.
+
+With several flake8 workers, each would otherwise run the whole analysis on its own, one core
+each. Instead the main process starts one analysis per project (``python -m lints.flake8_plugin``,
+on every core) as soon as the options are parsed, holding a lock on a file in the cache folder;
+a worker waits on that lock, then reads the result from the cache.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ class GradModeChecker:
     overrides: ClassVar[dict[str, Any]] = {}
     explicit_config: ClassVar[Optional[str]] = None
     _by_root: ClassVar[dict[str, dict[str, list]]] = {}
+    _prefetching: ClassVar[dict[str, str]] = {}  # project root -> the lock its background analysis holds
 
     def __init__(self, tree: ast.AST, filename: str, lines: Sequence[str]) -> None:
         self.filename = filename
@@ -83,6 +89,64 @@ class GradModeChecker:
         )
         cls.explicit_config = getattr(options, "gradmode_config", None)
         cls._by_root = {}
+        cls._prefetching = {}
+        jobs = getattr(options, "jobs", None)
+        parallel = jobs is not None and (getattr(jobs, "is_auto", False) or getattr(jobs, "n_jobs", 1) > 1)
+        filenames = [f for f in getattr(options, "filenames", None) or [] if f not in ("-", "stdin")]
+        if parallel and filenames and os.cpu_count() and os.cpu_count() > 1:
+            cls._start_prefetch(filenames)
+
+    @classmethod
+    def _start_prefetch(cls, filenames: list[str]) -> None:
+        """One analysis per project, in the background, before flake8 forks its workers."""
+        import dataclasses
+        import fcntl
+        import json
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        from .engine import find_project_root
+
+        for root in sorted({find_project_root([f]) for f in filenames}):
+            try:
+                config = cls.config_for(root)
+                folder = default_cache_dir() or Path(root) / ".gradmode_cache"
+                folder.mkdir(parents=True, exist_ok=True)
+                lock = str(folder / "flake8-prefetch.lock")
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+            except (ConfigError, OSError):
+                continue  # the worker reports it, or analyses on its own
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another flake8 on this project: not twice
+                subprocess.Popen([sys.executable, "-m", "lints.flake8_plugin", root,
+                                  json.dumps(dataclasses.asdict(config))], pass_fds=(fd,),
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                cls._prefetching[root] = lock  # the child holds the lock until it exits
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+    @staticmethod
+    def _wait_for_prefetch(lock: str, limit_s: float = 900.0) -> None:
+        import fcntl
+        import time
+
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            deadline = time.monotonic() + limit_s
+            while time.monotonic() < deadline:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    time.sleep(0.05)
+        finally:
+            os.close(fd)
 
     @classmethod
     def config_for(cls, root: str) -> Config:
@@ -108,6 +172,8 @@ class GradModeChecker:
             except ConfigError as exc:  # every file of the project says so, not only the first
                 cls._by_root[root] = found = _ConfigTrouble(FileError(root, f"config error: {exc}"))
                 return found
+            if root in cls._prefetching:
+                cls._wait_for_prefetch(cls._prefetching[root])  # then the result is in the cache
             run = lint_project([root], config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False)
             found = {}
             for finding in run.findings:
@@ -126,3 +192,23 @@ class GradModeChecker:
             else:
                 # flake8 reports real syntax errors as E999 itself; this is trouble of ours
                 yield 1, 0, f"GM001 gradmode-lint could not analyze this file: {item.message}", type(self)
+
+
+def _prefetch_main(root: str, config_json: str) -> int:
+    """The background analysis of one project: fills the cache the workers then read."""
+    import json
+
+    from .engine import lint_project
+    from .files import default_jobs
+
+    data = json.loads(config_json)
+    data["per_file_ignores"] = tuple((glob, tuple(codes)) for glob, codes in data.get("per_file_ignores", ()))
+    config = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+    lint_project([root], config, jobs=default_jobs(), cache_dir=default_cache_dir(), apply_noqa=False)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_prefetch_main(sys.argv[1], sys.argv[2]))

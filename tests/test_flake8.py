@@ -82,8 +82,14 @@ def test_plugin_reports_same_as_cli_on_a_multi_module_package(tmp_path):
     # one file at a time: still the whole project as context
     single = run_module("flake8", "--select", "GM", "pkg/kernels.py", cwd=tmp_path)
     assert keys(single.stdout) == {k for k in expected if k[0] == "pkg/kernels.py"}
+    cache = tmp_path / ".gradmode_cache_test"  # run_module's cache folder
+    shutil.rmtree(cache, ignore_errors=True)
     parallel = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert keys(parallel.stdout) == expected
+    # with workers, one background analysis filled the cache (the workers waited on its lock)
+    assert (cache / "flake8-prefetch.lock").exists() and (cache / "results.json").exists()
+    again = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
+    assert keys(again.stdout) == expected
 
 
 def test_plugin_messages_equal_cli_messages(tmp_path):
