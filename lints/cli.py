@@ -15,7 +15,7 @@ from . import __version__
 from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir, find_pyproject,
                       load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
-from .files import MAX_FILE_BYTES, SourceFile, default_jobs, read_source, write_file
+from .files import MAX_FILE_BYTES, default_jobs, read_source, text_reader, write_file
 from .model import FileError
 from .noqa import add_noqa
 from .progress import Progress
@@ -183,7 +183,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     configs = {id(f): config for f, config in findings}
     findings = [f for f, _ in findings]
     serving = servings[0]
-    text_of = _text_reader(overrides or {})
+    text_of = text_reader(overrides or {})
     if args.write_baseline:
         count = write_baseline(str(args.write_baseline), findings, text_of)
         for error in errors:
@@ -229,15 +229,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if errors:
         return EXIT_ERROR
     return EXIT_FINDINGS if findings and not args.exit_zero else EXIT_CLEAN
-
-
-def _text_reader(overrides: dict[str, str]):
-    def text_of(path: str) -> str:
-        if path in overrides:
-            return overrides[path]
-        source = read_source(path)
-        return source.text if isinstance(source, SourceFile) else ""
-    return text_of
 
 
 def _add_noqa(findings, errors, quiet: bool) -> int:

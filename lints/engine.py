@@ -17,7 +17,7 @@ from typing import Iterable, Optional, Sequence, Union
 
 from . import __version__
 from .options import Config
-from .files import MAX_FILE_BYTES, SourceFile, decode_source, discover, read_source, run_jobs
+from .files import MAX_FILE_BYTES, SourceFile, decode_source, discover, read_source, run_jobs, text_reader
 from .model import FileError, Finding, Fix
 from .noqa import without_suppressed
 from .summary import SCHEMA, import_root, module_name_for, summarize
@@ -375,7 +375,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             if isinstance(source, FileError):
                 errors.append(source)
     if apply_noqa and findings:
-        findings = without_suppressed(findings, _text_for_noqa(overrides))
+        findings = without_suppressed(findings, text_reader(overrides))
     errors.sort(key=lambda e: e.path)
     return ProjectRun(root, requested, findings, errors, serving, analysis)
 
@@ -383,12 +383,3 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
 def _outside(path: str, root: str) -> bool:
     relative = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
     return relative.startswith("..")
-
-
-def _text_for_noqa(overrides: dict[str, str]):
-    def text_of(path: str) -> str:
-        if path in overrides:
-            return overrides[path]
-        source = read_source(path)
-        return source.text if isinstance(source, SourceFile) else ""
-    return text_of

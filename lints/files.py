@@ -463,6 +463,17 @@ def source_lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
+def text_reader(overrides: dict[str, str]) -> Callable[[str], str]:
+    """``text_of(path)``: the text given for ``path`` (an editor's unsaved buffer), else the file's
+    ("" when it cannot be read: the caller has reported that already)."""
+    def text_of(path: str) -> str:
+        if path in overrides:
+            return overrides[path]
+        source = read_source(path)
+        return source.text if isinstance(source, SourceFile) else ""
+    return text_of
+
+
 def write_new_file(path: str, data: bytes) -> None:
     """Create or replace ``path`` (a report, a baseline) whole or not at all: a temp file renamed."""
     folder = os.path.dirname(os.path.abspath(path))
