@@ -278,3 +278,18 @@ def test_an_unknown_code_in_the_config_is_an_error_in_every_front_end(tmp_path):
     flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "GM", "eng"], cwd=root,
                             capture_output=True, text=True, timeout=300)
     assert flake8.returncode == 1 and "GM001" in flake8.stdout and "GM1O1" in flake8.stdout, flake8
+
+
+def test_new_options_on_bad_input_fail_clearly_and_change_nothing(tmp_path):
+    root = project(tmp_path)
+    before = {p: p.read_bytes() for p in root.rglob("*.py")}
+    missing = script("gradmode-lint", "--baseline", "nowhere.json", ".", cwd=root)
+    assert missing.returncode == 2 and "cannot read baseline nowhere.json" in missing.stderr, missing
+    other = root / "other.json"
+    other.write_text('{"tool": "ruff", "format": 1, "findings": []}')
+    foreign = script("gradmode-lint", "--baseline", "other.json", ".", cwd=root)
+    assert foreign.returncode == 2 and "not a gradmode-lint baseline" in foreign.stderr, foreign
+    stdin = script("gradmode-lint", "-", "--stdin-filename", "eng/warm.py", "--add-noqa", cwd=root, input=WARM)
+    assert stdin.returncode == 2 and "need files, not stdin" in stdin.stderr, stdin
+    assert "Traceback" not in missing.stderr + foreign.stderr + stdin.stderr
+    assert {p: p.read_bytes() for p in root.rglob("*.py")} == before
