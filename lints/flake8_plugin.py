@@ -99,8 +99,11 @@ class GradModeChecker:
     @classmethod
     def _start_prefetch(cls, filenames: list[str]) -> None:
         """One analysis per project, in the background, before flake8 forks its workers."""
+        try:
+            import fcntl
+        except ImportError:  # not POSIX (Windows): each worker analyses on its own, as before
+            return
         import dataclasses
-        import fcntl
         import json
         import subprocess
         import sys
