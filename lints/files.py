@@ -415,7 +415,18 @@ def _pid_alive(pid: int) -> bool:
         return False
     except (PermissionError, OSError):
         return True  # exists (another user's), or cannot tell
-    return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A process killed but not yet reaped (its parent died too: init reaps it later) still answers
+    ``kill(pid, 0)``; it writes nothing more. Linux only; elsewhere: not known to be one."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat_line = handle.read()
+    except OSError:
+        return False
+    return stat_line[stat_line.rfind(b")") + 2:][:1] == b"Z"
 
 
 def write_file(path: str, data: bytes, expected: Optional[bytes] = None) -> str:

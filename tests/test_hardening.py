@@ -494,3 +494,18 @@ def test_multi_item_fix_through_the_codemod_runs(tmp_path: Path) -> None:
     assert "# why\n" in path.read_text() and "# kept: about nullcontext" in path.read_text()
     ran = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0 and ran.stdout.strip() == "[False, False, False]", ran.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="zombies are read from /proc (Linux)")
+def test_a_killed_but_unreaped_writer_counts_as_gone() -> None:
+    from lints.files import _pid_alive
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while _pid_alive(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _pid_alive(child.pid)  # exited, not reaped yet: its temp files may be swept
+        assert os.waitpid(child.pid, os.WNOHANG)[0] == child.pid  # it really was a zombie until now
+    finally:
+        child.returncode = 0
