@@ -17,7 +17,8 @@ from typing import Iterable, Optional, Sequence, Union
 
 from . import __version__
 from .options import Config
-from .files import MAX_FILE_BYTES, SourceFile, decode_source, discover, read_source, run_jobs, text_reader
+from .files import (MAX_FILE_BYTES, SourceFile, collector_paused, decode_source, discover, read_source, run_jobs,
+                    text_reader)
 from .model import FileError, Finding, Fix
 from .noqa import without_suppressed
 from .summary import SCHEMA, import_root, module_name_for, summarize
@@ -187,6 +188,11 @@ class _Job:
 
 
 def _summarize_job(job: _Job) -> tuple[str, Union[dict, FileError]]:
+    with collector_paused():
+        return _summarize_file(job)
+
+
+def _summarize_file(job: _Job) -> tuple[str, Union[dict, FileError]]:
     source = read_source(job.path, job.max_bytes)
     if isinstance(source, FileError):
         return "", source
@@ -354,9 +360,10 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         except (KeyError, TypeError, ValueError):
             cached = None
     if cached is None:
-        summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides, progress)
-        analysis = analyse(summaries, config)
-        all_findings = run_rules(analysis, config)
+        with collector_paused():
+            summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides, progress)
+            analysis = analyse(summaries, config)
+            all_findings = run_rules(analysis, config)
         serving = analysis.serving
         if cache is not None and not overrides:
             cache.save_results(digest, all_findings, summary_errors, serving)

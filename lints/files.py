@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import errno
 import fnmatch
+import gc
 import io
 import os
 import re
@@ -135,6 +136,24 @@ def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], l
         else:
             errors.append(FileError(given, "no such file or directory"))
     return sorted(dict.fromkeys(files)), errors
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """CPython's cyclic collector off for a block that builds many long-lived objects.
+
+    Summaries are acyclic lists and dicts, so there is nothing for it to free, yet each of its full
+    passes walks every object alive: with it on, summarising and loading a large tree takes about
+    twice as long (measured: sglang 0.5.15, 23 s against 12 s in one process; loading 49 MB of
+    cached summaries 5.3 s against 0.7 s). Cyclic garbage made inside is freed once it is back on.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
