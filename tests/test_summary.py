@@ -1,0 +1,114 @@
+"""Module summaries: a big module parsed in chunks says exactly what the whole parse says."""
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+from lints import summary
+from lints.options import Config
+
+from .helpers import lint_run
+
+ENGINE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "engine",
+                      "model_runner.py")
+
+
+def _whole(text: str) -> dict:
+    return summary._summarize(summary._parse(text, "m.py").body, text, "m.py", "m", False)
+
+
+def _parsed_in_chunks(monkeypatch, text: str) -> tuple[dict, int, int]:
+    """The summary, the number of chunks parsed and the number of misfits (whole-file fallbacks)."""
+    chunks, misfits = [0], [0]
+    real_parse, real_summarize = summary._parse, summary._summarize
+
+    def counting_parse(source: str, path: str) -> ast.Module:
+        chunks[0] += 1
+        return real_parse(source, path)
+
+    def counting_summarize(statements, *args):
+        try:
+            return real_summarize(statements, *args)
+        except summary._ChunkMisfit:
+            misfits[0] += 1
+            raise
+
+    monkeypatch.setattr(summary, "CHUNK_CHARS", 64)
+    monkeypatch.setattr(summary, "_parse", counting_parse)
+    monkeypatch.setattr(summary, "_summarize", counting_summarize)
+    return summary.summarize(text, "m.py", "m"), chunks[0], misfits[0]
+
+
+def test_engine_in_chunks_equals_the_whole_parse(monkeypatch):
+    with open(ENGINE, encoding="utf-8") as handle:
+        text = handle.read()
+    got, chunks, misfits = _parsed_in_chunks(monkeypatch, text)
+    assert chunks > 3 and misfits == 0
+    assert got == _whole(text)
+
+
+SPLIT_TRAPS = {
+    "def inside a string": 'DOC = """\n' + "x = 1\n" * 20 + 'def not_a_function():\n    pass\n"""\n'
+                           "def real():\n    return DOC\n",
+    "decorator inside brackets": "x = (a\n" + "     + b\n" * 20 + "@ c)\n" "def g():\n    pass\n",
+    "after a backslash": "x = a \\\n" + "  " * 80 + "\\\n" "@ c\n" "def g():\n    pass\n",
+    "decorator before its def": "import torch\n" + "y = 1\n" * 20 + "@torch.inference_mode()\n"
+                                + "# " + "c" * 80 + "\n" "def warmup():\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT_TRAPS))
+def test_a_split_that_is_no_statement_start_falls_back_to_the_whole_parse(monkeypatch, name):
+    text = SPLIT_TRAPS[name]
+    got, _chunks, misfits = _parsed_in_chunks(monkeypatch, text)
+    assert got == _whole(text)
+    assert misfits == 1  # the chunk before the split does not parse alone
+
+
+def test_module_level_enter_context_spans_every_chunk(monkeypatch):
+    text = ("import contextlib, torch\nstack = contextlib.ExitStack()\n"
+            "stack.enter_context(torch.inference_mode())\n"
+            + "".join(f"def f{i}():\n    return {i}\n" for i in range(40)))
+    got, chunks, misfits = _parsed_in_chunks(monkeypatch, text)
+    assert chunks > 3 and misfits == 0
+    assert got == _whole(text)
+    withs = got["functions"][summary.MODULE_SCOPE]["withs"]
+    assert withs[0][summary.W_END] == text.count("\n")  # open to the end of the module, not of a chunk
+
+
+def test_syntax_error_is_reported_at_its_line_of_the_whole_file(monkeypatch):
+    text = "".join(f"def f{i}():\n    return {i}\n" for i in range(40)) + "def broken(:\n    pass\n"
+    monkeypatch.setattr(summary, "CHUNK_CHARS", 64)
+    with pytest.raises(SyntaxError) as caught:
+        summary.summarize(text, "m.py", "m")
+    assert caught.value.lineno == 81
+
+
+def test_findings_in_a_chunked_module_keep_their_lines(tmp_path, monkeypatch):
+    with open(ENGINE, encoding="utf-8") as handle:
+        text = handle.read()
+    files = {"pyproject.toml": "[tool.gradmode]\n", "engine.py": text}
+    whole = lint_run(tmp_path, files, Config(), paths=["engine.py"]).findings
+    monkeypatch.setattr(summary, "CHUNK_CHARS", 64)
+    chunked = lint_run(tmp_path, files, Config(), paths=["engine.py"]).findings
+    assert whole and chunked == whole
+
+
+def test_every_module_of_this_repository_in_chunks_equals_the_whole_parse(monkeypatch):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.setattr(summary, "CHUNK_CHARS", 256)
+    compared = 0
+    for folder in ("lints", "codemods", "tests", "gpu_validation", "bench", "examples"):
+        for current, _dirs, names in os.walk(os.path.join(root, folder)):
+            for name in sorted(n for n in names if n.endswith(".py")):
+                with open(os.path.join(current, name), encoding="utf-8") as handle:
+                    text = handle.read()
+                try:
+                    whole = _whole(text)
+                except SyntaxError:
+                    continue  # fixtures that are broken on purpose
+                assert summary.summarize(text, "m.py", "m") == whole, name
+                compared += 1
+    assert compared > 100
