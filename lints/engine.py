@@ -272,7 +272,8 @@ def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryC
         progress.start(len(todo))
     try:
         results = run_jobs(_summarize_job, todo, jobs, progress.advance if progress is not None else None,
-                           on_crash=lambda j, why: ("", FileError(j.path, why)), weight=_job_weight)
+                           on_crash=lambda j, why: ("", FileError(j.path, why)), weight=_job_weight,
+                           batch_weight=SUMMARY_BATCH_BYTES)
     finally:
         if progress is not None:
             progress.close()
@@ -287,6 +288,11 @@ def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryC
         cache.prune(summaries)
         cache.save()
     return summaries, errors
+
+
+# Small files are summarised in tasks of about this much source: one task per file cost the main
+# process twice the CPU time (sglang 0.5.15, -j 2: 0.95 s against 0.46 s; wall 3.5 s against 3.0 s).
+SUMMARY_BATCH_BYTES = 1 << 18
 
 
 def _job_weight(job: _Job) -> int:

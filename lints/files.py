@@ -159,11 +159,13 @@ def collector_paused() -> Iterator[None]:
 def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
              progress: Optional[Callable[[int], None]] = None,
              on_crash: Optional[Callable[[U, str], T]] = None,
-             weight: Optional[Callable[[U], int]] = None) -> list[T]:
+             weight: Optional[Callable[[U], int]] = None, batch_weight: int = 0) -> list[T]:
     """``[func(i) for i in items]``, in ``jobs`` processes when that pays; results in input order.
 
-    One task per item, the largest first (by file size, or ``weight``), so that one worker does not
-    end up with all the big files. A worker that dies (a crash in native code, the OOM killer) does
+    The largest items first (by file size, or ``weight``), so that one worker does not end up with
+    all the big files. With ``batch_weight``, items lighter than that travel together in tasks of
+    about that weight (a task per small file costs the main process more than summarising it), with
+    at least 8 tasks per worker. A worker that dies (a crash in native code, the OOM killer) does
     not stop the run: the items it may have held are rerun one per process, and the one that kills
     its process again gets ``on_crash(item, why)`` (default: a ``FileError``) as its result.
     In-process (``jobs <= 1``) nothing guards against such a crash.
@@ -178,15 +180,37 @@ def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
     on_crash = on_crash or _crash_error
     sizes = [(weight or _weight)(item) for item in items]
     remaining = sorted(range(len(items)), key=lambda i: -sizes[i])  # stable: ties keep input order
-    results: dict[int, T] = {}
     workers = min(jobs, len(items))
+    batch_weight = min(batch_weight, sum(sizes) // (8 * workers))
+    results: dict[int, T] = {}
     while remaining:
-        lost = _pool_round(func, items, remaining, workers, results, progress)
-        # The items a dead worker may have held are the first ones not done: the pool hands out
-        # tasks in submission order and queues at most one beyond its workers.
-        suspects, remaining = lost[:workers + 1], lost[workers + 1:]
+        lost = _pool_round(func, items, _batches(remaining, sizes, batch_weight), workers, results, progress)
+        # The items a dead worker may have held are those of the first tasks not done: the pool
+        # hands out tasks in submission order and queues at most one beyond its workers.
+        suspects = [i for task in lost[:workers + 1] for i in task]
+        remaining = [i for task in lost[workers + 1:] for i in task]
         _isolated_round(func, items, suspects, workers, results, progress, on_crash)
     return [results[i] for i in range(len(items))]
+
+
+def _batches(order: list[int], sizes: list[int], batch_weight: int) -> list[list[int]]:
+    """``order`` cut into consecutive tasks of about ``batch_weight`` (an item at least that heavy alone)."""
+    tasks: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for i in order:
+        current.append(i)
+        total += sizes[i]
+        if total >= batch_weight:
+            tasks.append(current)
+            current, total = [], 0
+    if current:
+        tasks.append(current)
+    return tasks
+
+
+def _apply_each(func: Callable[[U], T], items: list[U]) -> list[T]:
+    return [func(item) for item in items]
 
 
 def _weight(item: object) -> int:
@@ -216,17 +240,17 @@ def _worker_init() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _pool_round(func, items, order: list[int], workers: int, results: dict, progress) -> list[int]:
-    """Run ``order`` in one pool; the indices lost to a dead worker, in submission order."""
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(order)), initializer=_worker_init)
-    lost: list[int] = []
+def _pool_round(func, items, tasks: list[list[int]], workers: int, results: dict, progress) -> list[list[int]]:
+    """Run ``tasks`` (lists of item indices) in one pool; the tasks lost to a dead worker, in submission order."""
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_worker_init)
+    lost: list[int] = []  # task numbers
     try:
         futures: dict[concurrent.futures.Future, int] = {}
-        for n, i in enumerate(order):
+        for n, task in enumerate(tasks):
             try:
-                futures[pool.submit(func, items[i])] = i
+                futures[pool.submit(_apply_each, func, [items[i] for i in task])] = n
             except concurrent.futures.process.BrokenProcessPool:
-                lost.extend(order[n:])
+                lost.extend(range(n, len(tasks)))
                 break
         # Each future reports itself on one queue when done: waiting costs O(1) per result (a
         # `concurrent.futures.wait` over all pending futures costs O(pending) each time: quadratic).
@@ -238,25 +262,25 @@ def _pool_round(func, items, order: list[int], workers: int, results: dict, prog
             # A timed wait: a signal that the kernel hands to one of the pool's threads only runs its
             # Python handler once the main thread runs again, which an untimed wait would not let it.
             try:
-                done = [finished.get(timeout=_POLL_SECONDS)]
+                future = finished.get(timeout=_POLL_SECONDS)
             except queue.Empty:
                 continue
             remaining -= 1
-            for future in done:
-                i = futures[future]
-                try:
-                    results[i] = future.result()
-                except concurrent.futures.process.BrokenProcessPool:
-                    lost.append(i)
-                    continue
-                if progress:
-                    progress(1)
+            n = futures[future]
+            try:
+                values = future.result()
+            except concurrent.futures.process.BrokenProcessPool:
+                lost.append(n)
+                continue
+            for i, value in zip(tasks[n], values):
+                results[i] = value
+            if progress:
+                progress(len(values))
     except BaseException:  # Ctrl-C, SIGTERM (as SystemExit), or func's own exception
         _stop(pool)
         raise
     pool.shutdown(wait=True)
-    position = {i: n for n, i in enumerate(order)}
-    return sorted(lost, key=position.__getitem__)
+    return [tasks[n] for n in sorted(lost)]
 
 
 def _stop(pool: concurrent.futures.ProcessPoolExecutor) -> None:

@@ -219,6 +219,18 @@ def test_run_jobs_survives_a_dying_worker() -> None:
     assert out == ["A", ("crashed", "kill"), "B"] and seen == [1, 1, 1]
 
 
+def test_run_jobs_in_batches_blames_only_the_item_that_kills_its_worker() -> None:
+    items = [f"file{i}" for i in range(40)] + ["kill-a"] + [f"more{i}" for i in range(40)]
+    seen: list[int] = []
+    out = run_jobs(_job, items, 2, progress=seen.append, weight=lambda item: 10, batch_weight=50)
+    assert sum(seen) == len(items) and max(seen) > 1  # batches of several items, each item counted once
+    for item, result in zip(items, out):
+        if item.startswith("kill"):
+            assert result == FileError(item, "internal error: the worker process died on this file (killed by SIGKILL)")
+        else:
+            assert result == item.upper()
+
+
 def _timed_job(item: str) -> str:
     name, log = item.split("|")
     with open(log, "a") as handle:

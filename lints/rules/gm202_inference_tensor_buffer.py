@@ -124,8 +124,11 @@ class LazyBufferBecomesInferenceTensor(Rule):
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
         project, phases, regions = analysis.project, analysis.phases, analysis.regions
+        # First the allocations that warmup reaches under inference mode (few, often none), then the
+        # in-place updates of every buffer (the costly part), only when there is one.
+        suspects: dict = {}
         reach = None
-        for alloc, mutations in lazy_buffers(analysis):
+        for alloc in analysis.buffers.allocations:
             if analysis.serving_mode_for(alloc.fid).mode == INFERENCE:
                 continue
             local = regions.inference_state(alloc.fid, alloc.with_index)
@@ -142,6 +145,13 @@ class LazyBufferBecomesInferenceTensor(Rule):
                 origin = entry[0]
                 region = f"{origin.via} in {project.label(origin.fid)} at {project.where(origin.fid, origin.line)}"
                 chain = phases.chain_to(alloc.fid)
+            suspects[alloc] = (region, chain)
+        if not suspects:
+            return
+        for alloc, mutations in lazy_buffers(analysis):
+            if alloc not in suspects:
+                continue
+            region, chain = suspects[alloc]
             outside = [m for m in mutations if (s := regions.inference_state(m.fid, m.with_index)) is None
                        or s[0] != INFERENCE]
             if not outside:
