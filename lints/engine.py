@@ -103,6 +103,10 @@ class SummaryCache:
                 "errors": {p: e.message for p, e in errors.items()}, "serving": list(serving)}
         self._write(self.folder / "results.json", data)
 
+    def is_empty(self) -> bool:
+        """No summaries saved yet (without reading them: the file is tens of MB on a big tree)."""
+        return self.path is None or not self.path.is_file()
+
     def get(self, path: str, key: str) -> Optional[dict]:
         entry = self._load().get(path)
         if (isinstance(entry, list) and len(entry) == 2 and entry[0] == key and isinstance(entry[1], dict)
@@ -234,11 +238,13 @@ class _Entry:
     path: str
     module: str
     is_package: bool
-    key: str  # content hash ("" when unreadable: summarising reports why)
+    # content hash; "" when unreadable (summarising reports why); None when not read yet: with no
+    # cached summaries to compare, the worker that summarises a file hashes it (read once, not twice)
+    key: Optional[str]
 
 
 def project_files(root: str, config: Config, extra: Sequence[str] = (),
-                  overrides: Optional[dict[str, str]] = None) -> list[_Entry]:
+                  overrides: Optional[dict[str, str]] = None, read_keys: bool = True) -> list[_Entry]:
     files, _ = discover([root], config.exclude)
     files = [os.path.normpath(f) for f in files]
     files.extend(p for p in extra if p not in files)
@@ -247,7 +253,9 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
     for path in files:
         module, is_package = module_name_for(path, base)
         if overrides and path in overrides:
-            key = file_key(overrides[path].encode("utf-8"))
+            key: Optional[str] = file_key(overrides[path].encode("utf-8"))
+        elif not read_keys:
+            key = None
         else:
             try:
                 with open(path, "rb", opener=_nonblocking) as handle:
@@ -269,6 +277,7 @@ def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryC
     summaries: dict[str, dict] = {}
     errors: dict[str, FileError] = {}
     todo: list[_Job] = []
+    todo_entries: list[_Entry] = []
     overrides = overrides or {}
     for entry in entries:
         if entry.path in overrides:
@@ -282,6 +291,7 @@ def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryC
             summaries[entry.path] = cached
             continue
         todo.append(_Job(entry.path, entry.module, entry.is_package, max_bytes))
+        todo_entries.append(entry)
     if progress is not None:
         progress.start(len(todo))
     try:
@@ -291,7 +301,8 @@ def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryC
     finally:
         if progress is not None:
             progress.close()
-    for job, (key, result) in zip(todo, results):
+    for job, entry, (key, result) in zip(todo, todo_entries, results):
+        entry.key = key
         if isinstance(result, FileError):
             errors[job.path] = result
         else:
@@ -367,9 +378,10 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                           else "") for p in requested]
     else:
         entries = project_files(root, config, [p for p in requested if _outside(p, root) or p in overrides],
-                                overrides)
-    digest = _digest(config, entries)
-    cached = cache.results(digest) if cache is not None and not overrides else None
+                                overrides, read_keys=cache is not None and not cache.is_empty())
+    # results are saved with summaries: without any, they cannot be a hit
+    complete = all(entry.key is not None for entry in entries)
+    cached = cache.results(_digest(config, entries)) if cache is not None and not overrides and complete else None
     analysis = None
     if cached is not None:
         try:
@@ -389,7 +401,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                 saved()
         serving = analysis.serving
         if cache is not None and not overrides:
-            cache.save_results(digest, all_findings, summary_errors, serving)
+            cache.save_results(_digest(config, entries), all_findings, summary_errors, serving)
     # the project's paths are spelt from its root; report them as the user spelt the request
     wanted = {os.path.abspath(p): p for p in requested}
     findings = [dataclasses.replace(f, path=wanted[os.path.abspath(f.path)]) for f in all_findings
