@@ -111,3 +111,22 @@ def test_a_rerun_after_an_edit_resummarises_only_that_file(tmp_path, monkeypatch
     found, _ = _findings(root, jobs=1)
     assert summarised == [os.path.join("engine", "other3.py")]
     assert [code for *_, code in found] == ["GM101"]
+
+
+def test_a_cold_run_reads_each_file_once_and_the_rerun_is_a_hit(tmp_path, monkeypatch):
+    files = dict(BUGGY)
+    files["engine/broken.py"] = "def f(:\n"  # a file without a summary must not spoil the hit
+    root = write_package(tmp_path / "repo", files)
+    modules = len(list(root.rglob("*.py")))
+    import lints.engine as engine
+
+    hashed = []
+    real = engine.file_key
+    monkeypatch.setattr(engine, "file_key", lambda raw: hashed.append(raw) or real(raw))
+    cold, run = _findings(root, jobs=1)
+    assert run.analysis is not None and len(run.errors) == 1
+    assert len(hashed) == modules  # by the summariser alone: the empty cache had nothing to compare with
+    hashed.clear()
+    warm, run = _findings(root, jobs=1)
+    assert run.analysis is None and warm == cold == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
+    assert len(run.errors) == 1 and len(hashed) == modules  # the rerun compares every file's hash
