@@ -130,3 +130,27 @@ def test_a_cold_run_reads_each_file_once_and_the_rerun_is_a_hit(tmp_path, monkey
     warm, run = _findings(root, jobs=1)
     assert run.analysis is None and warm == cold == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
     assert len(run.errors) == 1 and len(hashed) == modules  # the rerun compares every file's hash
+
+
+def test_with_workers_the_summaries_are_written_by_a_child_and_reused(tmp_path, monkeypatch):
+    files = dict(BUGGY)
+    for n in range(30):
+        files[f"engine/other{n}.py"] = f"def f{n}():\n    return {n}\n"
+    root = write_package(tmp_path / "repo", files)
+    import lints.engine as engine
+
+    children = []
+    real = engine.in_forked_child
+    monkeypatch.setattr(engine, "in_forked_child", lambda work: children.append(work) or real(work))
+    cold, run = _findings(root, jobs=2)
+    assert len(children) == 1 and run.analysis is not None
+    saved = json.loads((root / ".gradmode_cache" / "summaries.json").read_text())
+    assert len(saved["entries"]) == len(list(root.rglob("*.py")))  # complete when lint_project returned
+    (root / "engine" / "other3.py").write_text("def f3():\n    return 33\n")
+    summarised = []
+    real_summarize = engine.summarize_source
+    monkeypatch.setattr(engine, "summarize_source", lambda source, *a: summarised.append(source.path) or
+                        real_summarize(source, *a))
+    warm, _ = _findings(root, jobs=1)  # in-process, so the summarising is seen here
+    assert summarised == [os.path.join("engine", "other3.py")]
+    assert warm == cold == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]

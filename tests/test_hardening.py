@@ -13,6 +13,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -22,8 +23,8 @@ import torch
 
 from lints.codemod import FixOptions, fix_text
 from lints.options import Config
-from lints.files import (NOT_REGULAR, FileChangedError, decode_source, discover, read_source, run_jobs,
-                         sweep_stale_temps, write_file)
+from lints.files import (NOT_REGULAR, FileChangedError, decode_source, discover, in_forked_child, read_source,
+                         run_jobs, sweep_stale_temps, write_file)
 from lints.limits import MAX_BRACKET_DEPTH, MAX_CHAIN_TOKENS, measure, source_limits_error
 from lints.model import FileError
 
@@ -229,6 +230,34 @@ def test_run_jobs_in_batches_blames_only_the_item_that_kills_its_worker() -> Non
             assert result == FileError(item, "internal error: the worker process died on this file (killed by SIGKILL)")
         else:
             assert result == item.upper()
+
+
+def test_work_in_a_forked_child_runs_beside_the_parent_and_is_waited_for(tmp_path: Path) -> None:
+    marker = tmp_path / "written"
+    wait = in_forked_child(lambda: (time.sleep(0.3), marker.write_text("done")))
+    assert wait is not None and not marker.exists()  # the parent goes on meanwhile
+    wait()
+    assert marker.read_text() == "done"
+
+
+def test_a_failing_child_is_reported_and_the_parent_goes_on(tmp_path: Path) -> None:
+    code = ("import sys; sys.path.insert(0, {root!r}); from lints.files import in_forked_child\n"
+            "def work():\n    raise OSError('disk full')\n"
+            "wait = in_forked_child(work); wait(); print('parent went on')\n").format(root=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == "parent went on\n"
+    assert "OSError: disk full" in proc.stderr
+
+
+def test_no_fork_while_other_threads_run() -> None:
+    release = threading.Event()
+    helper = threading.Thread(target=release.wait)
+    helper.start()
+    try:
+        assert in_forked_child(lambda: None) is None  # a lock another thread holds would never be released
+    finally:
+        release.set()
+        helper.join()
 
 
 def _timed_job(item: str) -> str:
