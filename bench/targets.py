@@ -198,8 +198,8 @@ def peers_and_floors(tree: Path, sample: Path) -> dict:
                                                                            "GM201"), folder)
         out[f"{where}:flake8"] = measure(f"{where}: flake8 E,F,W", [FLAKE8, "--select", "E,F,W", "--isolated", "-j",
                                                                     "2", "--exit-zero", "sglang"], folder)
-        out[f"{where}:bugbear"] = measure(f"{where}: flake8 + bugbear (B)", [BUGBEAR, "--select", "B", "--isolated",
-                                                                             "-j", "2", "--exit-zero", "sglang"], folder)
+        bugbear = [BUGBEAR, "--select", "B", "--isolated", "-j", "2", "--exit-zero", "sglang"]
+        out[f"{where}:bugbear"] = measure(f"{where}: flake8 + bugbear (B)", bugbear, folder)
         out[f"{where}:torchfix"] = measure(f"{where}: torchfix -j2", [TORCHFIX, "-j", "2", "sglang"], folder,
                                            rounds=1 if where == "tree" else 3, timeout=TORCHFIX_CAP_S)
         floor = [PY, str(REPO / "bench" / "parse_floor.py"), "--jobs", "2", "sglang"]
@@ -294,8 +294,10 @@ def report(v: dict, peers: dict, f8: dict, jc: dict, big: dict, files: list[dict
             cells += [f"{bound}{theirs['wall']:.2f}", ("<" if bound else "") + ratio(ours, theirs["wall"])]
         print(f"| {label} | " + " | ".join(cells) + " |")
     for key, label in (("ours", "ours, default rules"), ("every", "ours, every rule (GM201 on)")):
-        print(f"| **{label}** | {peers['tree:' + key]['wall']:.2f} | {ratio(peers['tree:' + key]['wall'], peers['tree:libcst']['wall'])} of the libcst floor | "
-              f"{peers['sample:' + key]['wall']:.2f} | {ratio(peers['sample:' + key]['wall'], peers['sample:libcst']['wall'])} of the libcst floor |")
+        cells = [f"{peers[f'{where}:{key}']['wall']:.2f} | "
+                 f"{ratio(peers[f'{where}:{key}']['wall'], peers[f'{where}:libcst']['wall'])} of the libcst floor"
+                 for where in ("tree", "sample")]
+        print(f"| **{label}** | " + " | ".join(cells) + " |")
     print("\n| flake8 `-j 2` | E,F,W s | E,F,W,GM cold s | warm s | cold ratio | warm ratio |")
     print("| --- | --- | --- | --- | --- | --- |")
     for where in ("sample", "tree"):

@@ -104,8 +104,8 @@ class SummaryCache:
         self._write(self.folder / "results.json", data)
 
     def is_empty(self) -> bool:
-        """No summaries saved yet (without reading them: the file is tens of MB on a big tree)."""
-        return self.path is None or not self.path.is_file()
+        """Nothing saved yet (without reading it: the summaries are tens of MB on a big tree)."""
+        return self.folder is None or not (self.path.is_file() or (self.folder / "results.json").is_file())
 
     def get(self, path: str, key: str) -> Optional[dict]:
         entry = self._load().get(path)
@@ -213,7 +213,7 @@ def _summarize_job(job: _Job) -> tuple[str, Union[dict, FileError]]:
 def _summarize_file(job: _Job) -> tuple[str, Union[dict, FileError]]:
     source = read_source(job.path, job.max_bytes)
     if isinstance(source, FileError):
-        return "", source
+        return content_key(job.path), source  # the key a rerun compares, also for a file it cannot use
     try:
         return file_key(source.raw), summarize_source(source, job.module, job.is_package)
     except Exception as exc:  # one bad file must not stop the run
@@ -257,13 +257,18 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
         elif not read_keys:
             key = None
         else:
-            try:
-                with open(path, "rb", opener=_nonblocking) as handle:
-                    key = file_key(handle.read()) if os.path.isfile(path) else ""
-            except OSError:
-                key = ""
+            key = content_key(path)
         entries.append(_Entry(path, module, is_package, key))
     return entries
+
+
+def content_key(path: str) -> str:
+    """The hash the caches compare a file by; "" when it cannot be read (or is no regular file)."""
+    try:
+        with open(path, "rb", opener=_nonblocking) as handle:
+            return file_key(handle.read()) if os.path.isfile(path) else ""
+    except OSError:
+        return ""
 
 
 def _nonblocking(path: str, flags: int) -> int:

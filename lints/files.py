@@ -114,9 +114,9 @@ def _exclusion(patterns: tuple[str, ...]) -> Callable[[str, str], bool]:
     pattern as ``fnmatch.fnmatch`` takes it, all of them in one regular expression."""
     if not patterns:
         return lambda name, full: False
-    patterns = tuple(os.path.normcase(p) for p in patterns)
-    by_name = re.compile("|".join(fnmatch.translate(p) for p in patterns))
-    by_path = re.compile("|".join(fnmatch.translate(p) for p in (*patterns, *(f"*/{p}" for p in patterns))))
+    by_name = re.compile("|".join(fnmatch.translate(os.path.normcase(p)) for p in patterns))
+    by_path = re.compile("|".join(fnmatch.translate(os.path.normcase(p))  # `*/` is `*\\` on Windows, as there
+                                  for p in (*patterns, *(f"*/{p}" for p in patterns))))
 
     def excluded(name: str, full: str) -> bool:
         full = full.replace(os.sep, "/")
@@ -152,6 +152,11 @@ def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], l
     return sorted(dict.fromkeys(files)), errors
 
 
+_pauses = 0  # collector_paused blocks running now, in any thread
+_pauses_lock = threading.Lock()
+_collector_was_enabled = False
+
+
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """CPython's cyclic collector off for a block that builds many long-lived objects.
@@ -160,37 +165,58 @@ def collector_paused() -> Iterator[None]:
     passes walks every object alive: with it on, summarising and loading a large tree takes two to
     six times as long (measured on sglang 0.5.15 in one process: summarising 14.3 s against 6.0 s;
     loading 55 MB of summaries as JSON 6.0 s against 1.0 s). Cyclic garbage made inside is freed by
-    a later full collection.
+    a later full collection. Blocks may nest or overlap in threads: the last one out restores.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    global _pauses, _collector_was_enabled
+    with _pauses_lock:
+        if _pauses == 0:
+            _collector_was_enabled = gc.isenabled()
+            gc.disable()
+        _pauses += 1
     try:
         yield
     finally:
-        if was_enabled:
-            # Everything made inside would be the youngest generation, and the first collection after
-            # this would walk all of it (0.7 s on sglang 0.5.15): file it with the oldest instead.
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
+        with _pauses_lock:
+            _pauses -= 1
+            if _pauses == 0 and _collector_was_enabled:
+                if gc.get_freeze_count() == 0:  # never thaw what the host process froze on purpose
+                    # Everything made inside would be the youngest generation, and the first
+                    # collection would walk all of it (0.7 s on sglang 0.5.15): file it with the oldest.
+                    gc.freeze()
+                    gc.unfreeze()
+                gc.enable()
 
 
 def in_forked_child(work: Callable[[], None]) -> Optional[Callable[[], None]]:
     """Run ``work`` in a forked child while this process goes on (Redis's BGSAVE: a forked copy of
     memory writes a snapshot); returns the wait for it, or None where this cannot fork safely (no
-    ``fork``, or other threads that may hold locks the child would need)."""
+    ``fork``, other Python threads that may hold locks the child would need, or fork fails).
+
+    In the child, SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt (so ``work`` cleans up after
+    itself) unless the parent ignores them; the wait warns when the child did not end well.
+    """
     if not hasattr(os, "fork") or threading.active_count() > 1:
         return None
     for stream in (sys.stdout, sys.stderr):
-        stream.flush()  # else the child's exit could write the parent's pending output twice
-    pid = os.fork()
+        if stream is not None:  # None where the descriptor is closed
+            try:
+                stream.flush()  # else the child's exit could write the parent's pending output twice
+            except (OSError, ValueError):
+                pass
+    try:
+        pid = os.fork()
+    except OSError:  # EAGAIN (process limits), ENOMEM: do the work in this process instead
+        return None
     if pid == 0:
         code = 1
         try:
             for number in _DEFERRED_SIGNALS:
-                signal.signal(number, signal.SIG_DFL)  # the parent's handlers are the parent's business
+                if signal.getsignal(number) is not signal.SIG_IGN:
+                    signal.signal(number, _interrupt)
             work()
             code = 0
+        except KeyboardInterrupt:
+            code = _INTERRUPTED
         except BaseException:
             traceback.print_exc()
         finally:
@@ -198,11 +224,23 @@ def in_forked_child(work: Callable[[], None]) -> Optional[Callable[[], None]]:
     return lambda: _reap(pid)
 
 
+_INTERRUPTED = 130  # the child was stopped by a signal the user sent: nothing to warn about
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _reap(pid: int) -> None:
     try:
-        os.waitpid(pid, 0)
+        _, status = os.waitpid(pid, 0)
     except ChildProcessError:
-        pass
+        return
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, _INTERRUPTED):
+        why = f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() \
+            else f"exit status {code}"
+        print(f"gradmode-lint: warning: the background cache writer failed ({why})", file=sys.stderr)
 
 
 def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,

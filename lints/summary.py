@@ -539,7 +539,7 @@ def _chunked_statements(text: str, path: str) -> Iterator[ast.stmt]:
     for begin, end in zip(starts, starts[1:]):
         try:
             tree = _parse("\n" * line + text[begin:end], path)
-        except SyntaxError as exc:
+        except (SyntaxError, RecursionError) as exc:  # the whole parse has a few frames more to spare
             raise _ChunkMisfit() from exc
         line += text.count("\n", begin, end)
         yield from tree.body

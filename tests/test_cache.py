@@ -154,3 +154,19 @@ def test_with_workers_the_summaries_are_written_by_a_child_and_reused(tmp_path, 
     warm, _ = _findings(root, jobs=1)  # in-process, so the summarising is seen here
     assert summarised == [os.path.join("engine", "other3.py")]
     assert warm == cold == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
+
+
+def test_files_the_summariser_refuses_do_not_spoil_the_result_cache(tmp_path):
+    root = write_package(tmp_path / "repo", dict(BUGGY))
+    (root / "engine" / "binary.py").write_bytes(b"x = 1\x00\n")  # NUL byte: refused, with one error line
+    (root / "engine" / "latin.py").write_bytes(b"x = '\xe9'\n")  # not UTF-8, no coding declaration
+    runs = [_findings(root, jobs=jobs) for jobs in (2, 1, 2)]
+    assert [run.analysis is None for _, run in runs] == [False, True, True]  # the reruns are hits
+    assert all(len(run.errors) == 2 and found == runs[0][0] for found, run in runs)
+
+
+def test_a_project_whose_every_file_fails_still_reuses_its_result(tmp_path):
+    root = write_package(tmp_path / "repo", {"engine/broken.py": "def f(:\n"})
+    (root / "engine" / "__init__.py").unlink()
+    runs = [_findings(root, jobs=1) for _ in range(2)]
+    assert [run.analysis is None for _, run in runs] == [False, True]

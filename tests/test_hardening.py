@@ -269,6 +269,104 @@ def test_no_fork_while_other_threads_run() -> None:
         helper.join()
 
 
+def test_when_fork_fails_the_cache_is_written_in_process(tmp_path: Path, monkeypatch) -> None:
+    real_fork = os.fork
+
+    def no_fork():  # for the cache writer only: the process pool forks its workers as usual
+        if sys._getframe(1).f_code.co_name == "in_forked_child":
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real_fork()
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert in_forked_child(lambda: None) is None
+    root = tmp_path / "proj"
+    (root / "engine").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[tool.gradmode]\n")
+    for n in range(4):
+        (root / "engine" / f"m{n}.py").write_text(SGLANG_IN)
+    from lints.engine import lint_project
+
+    run = lint_project([str(root)], Config(), jobs=2, cache_dir=tmp_path / "cache")
+    assert run.findings and (tmp_path / "cache" / "summaries.json").is_file()
+
+
+def test_fork_with_closed_standard_streams(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(sys, "stdout", None)
+    monkeypatch.setattr(sys, "stderr", None)
+    marker = tmp_path / "written"
+    wait = in_forked_child(lambda: marker.write_text("done"))
+    assert wait is not None
+    wait()
+    assert marker.read_text() == "done"
+
+
+def test_the_child_cleans_up_on_ctrl_c_and_keeps_what_the_parent_ignores(tmp_path: Path) -> None:
+    script = tmp_path / "child_signals.py"
+    script.write_text(
+        "import os, signal, sys, time\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from lints.files import in_forked_child\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup\n"
+        f"tmp = {str(tmp_path)!r}\n"
+        "def work(tag):\n"
+        "    open(f'{tmp}/pid-{tag}', 'w').write(str(os.getpid()))\n"
+        "    try:\n"
+        "        time.sleep(2)\n"
+        "    finally:\n"
+        "        open(f'{tmp}/cleaned-{tag}', 'w').close()\n"
+        "    open(f'{tmp}/finished-{tag}', 'w').close()\n"
+        "for tag, sig in (('int', signal.SIGINT), ('hup', signal.SIGHUP)):\n"
+        "    wait = in_forked_child(lambda: work(tag))\n"
+        "    while not os.path.exists(f'{tmp}/pid-{tag}') or not open(f'{tmp}/pid-{tag}').read():\n"
+        "        time.sleep(0.01)\n"
+        "    os.kill(int(open(f'{tmp}/pid-{tag}').read()), sig)\n"
+        "    wait()\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # an interrupted writer is no failure to warn about
+    assert (tmp_path / "cleaned-int").exists() and not (tmp_path / "finished-int").exists()  # stopped, cleaned
+    assert (tmp_path / "finished-hup").exists()  # ignored by the parent (nohup): ignored by the child
+
+
+def test_collector_paused_nests_and_leaves_the_hosts_frozen_objects_frozen() -> None:
+    import gc
+
+    from lints.files import collector_paused
+
+    assert gc.isenabled()
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        with collector_paused():
+            with collector_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the outer block still runs
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # off before, off after
+    finally:
+        gc.enable()
+
+
+def test_exclude_globs_with_a_folder_match_on_windows_paths(monkeypatch) -> None:
+    import ntpath
+
+    from lints import files
+
+    monkeypatch.setattr(files.os, "sep", "\\")
+    monkeypatch.setattr(files.os.path, "normcase", ntpath.normcase)
+    excluded = files._exclusion(("tests/fixtures", "pkg/gen*", "*_pb2.py"))
+    assert excluded("fixtures", "proj\\pkg\\tests\\fixtures")
+    assert excluded("gen_a.py", "proj\\pkg\\gen_a.py")
+    assert excluded("M_PB2.PY", "proj\\M_PB2.PY")  # Windows paths are case-blind
+    assert not excluded("fixtures", "proj\\pkg\\fixtures")
+
+
 def _timed_job(item: str) -> str:
     name, log = item.split("|")
     with open(log, "a") as handle:

@@ -112,3 +112,20 @@ def test_every_module_of_this_repository_in_chunks_equals_the_whole_parse(monkey
                 assert summary.summarize(text, "m.py", "m") == whole, name
                 compared += 1
     assert compared > 100
+
+
+def test_a_chunk_too_deep_to_parse_falls_back_to_the_whole_parse(monkeypatch):
+    text = "".join(f"def f{i}():\n    return {i}\n" for i in range(40))
+    real_parse = summary._parse
+    calls = []
+
+    def shallow_parse(source: str, path: str) -> ast.Module:
+        calls.append(len(source))
+        if len(calls) == 1:  # the first chunk: a few frames deeper than the whole parse
+            raise RecursionError("maximum recursion depth exceeded")
+        return real_parse(source, path)
+
+    monkeypatch.setattr(summary, "CHUNK_CHARS", 64)
+    monkeypatch.setattr(summary, "_parse", shallow_parse)
+    assert summary.summarize(text, "m.py", "m") == _whole(text)
+    assert calls[-1] == len(text)  # then the whole file
