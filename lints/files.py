@@ -276,6 +276,9 @@ def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
         # hands out tasks in submission order and queues at most one beyond its workers.
         suspects = [i for task in lost[:workers + 1] for i in task]
         remaining = [i for task in lost[workers + 1:] for i in task]
+        if len(suspects) > workers + 1:  # batches died: their items go again one task each first,
+            remaining, batch_weight = suspects + remaining, 0  # so few of them need a process alone
+            continue
         _isolated_round(func, items, suspects, workers, results, progress, on_crash)
     return [results[i] for i in range(len(items))]
 

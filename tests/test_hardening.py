@@ -229,10 +229,17 @@ def test_run_jobs_survives_a_dying_worker() -> None:
     assert out == ["A", ("crashed", "kill"), "B"] and seen == [1, 1, 1]
 
 
-def test_run_jobs_in_batches_blames_only_the_item_that_kills_its_worker() -> None:
+def test_run_jobs_in_batches_blames_only_the_item_that_kills_its_worker(monkeypatch) -> None:
+    from lints import files
+
     items = [f"file{i}" for i in range(40)] + ["kill-a"] + [f"more{i}" for i in range(40)]
     seen: list[int] = []
+    started = []
+    real_isolated = files._isolated_round
+    monkeypatch.setattr(files, "_isolated_round", lambda func, items, order, *a: started.extend(order) or
+                        real_isolated(func, items, order, *a))
     out = run_jobs(_job, items, 2, progress=seen.append, weight=lambda item: 10, batch_weight=50)
+    assert 0 < len(started) <= 3  # after the batch died, its items went one task each: few ran alone
     assert sum(seen) == len(items) and max(seen) > 1  # batches of several items, each item counted once
     for item, result in zip(items, out):
         if item.startswith("kill"):
