@@ -202,7 +202,6 @@ class _Job:
     module: str
     is_package: bool
     max_bytes: int
-    size: int = 0
 
 
 def _summarize_job(job: _Job) -> tuple[str, Union[dict, FileError]]:

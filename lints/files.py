@@ -7,7 +7,6 @@ import queue
 import contextlib
 import dataclasses
 import errno
-import fnmatch
 import gc
 import io
 import os
@@ -22,6 +21,7 @@ import tokenize
 import traceback
 from typing import Callable, Iterable, Iterator, Optional, Sequence, TypeVar, Union
 
+from .globs import path_match
 from .model import FileError
 
 T = TypeVar("T")
@@ -109,20 +109,8 @@ def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
     return SourceFile(path, text, encoding, raw)
 
 
-def _exclusion(patterns: tuple[str, ...]) -> Callable[[str, str], bool]:
-    """Whether a name, or its path, matches one of the glob ``patterns`` (also as ``*/pattern``): each
-    pattern as ``fnmatch.fnmatch`` takes it, all of them in one regular expression."""
-    if not patterns:
-        return lambda name, full: False
-    by_name = re.compile("|".join(fnmatch.translate(os.path.normcase(p)) for p in patterns))
-    by_path = re.compile("|".join(fnmatch.translate(os.path.normcase(p))  # `*/` is `*\\` on Windows, as there
-                                  for p in (*patterns, *(f"*/{p}" for p in patterns))))
-
-    def excluded(name: str, full: str) -> bool:
-        full = full.replace(os.sep, "/")
-        return bool(by_name.match(os.path.normcase(name)) or by_path.match(os.path.normcase(full)))
-
-    return excluded
+def _excluded(name: str, full: str, exclude: tuple[str, ...]) -> bool:
+    return path_match(name, exclude) is not None or path_match(full.replace(os.sep, "/"), exclude) is not None
 
 
 def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], list[FileError]]:
@@ -130,17 +118,17 @@ def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], l
 
     Directory walks do not follow symlinked folders (no loops) and skip excluded names.
     """
-    excluded = _exclusion(tuple(exclude))
+    exclude = tuple(exclude)
     files: list[str] = []
     errors: list[FileError] = []
 
     for given in paths:
         if os.path.isdir(given):
             for root, dirs, names in os.walk(given, followlinks=False):
-                dirs[:] = sorted(d for d in dirs if not excluded(d, os.path.join(root, d)))
+                dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(root, d), exclude))
                 for name in sorted(names):
                     full = os.path.join(root, name)
-                    if name.endswith(".py") and not excluded(name, full):
+                    if name.endswith(".py") and not _excluded(name, full, exclude):
                         if is_regular_file(full) is False:  # a FIFO would block the run; a broken link
                             errors.append(FileError(full, NOT_REGULAR))  # reports its own error later
                         else:

@@ -7,13 +7,14 @@ are checked here, once for all front ends: a misspelt code is an error, not a si
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import hashlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Optional
+
+from .globs import path_match
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -80,8 +81,7 @@ class Config:
         """``per-file-ignores``: is ``code`` ignored in ``path`` (globs match the path or any tail of it)?"""
         normalized = path.replace("\\", "/")
         for glob, codes in self.per_file_ignores:
-            if any(code.startswith(c) for c in codes) and (
-                    fnmatch.fnmatch(normalized, glob) or fnmatch.fnmatch(normalized, f"*/{glob}")):
+            if any(code.startswith(c) for c in codes) and path_match(normalized, (glob,)) is not None:
                 return True
         return False
 

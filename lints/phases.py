@@ -16,14 +16,12 @@ serving roots set explicitly.
 """
 from __future__ import annotations
 
-import fnmatch
-import functools
-import re
 from collections import deque
 from typing import NamedTuple, Optional
 
 from . import names
 from .callgraph import CallGraph
+from .globs import name_match, path_match
 from .options import Config
 from .project import EXTERNAL, Project
 from .regions import INFERENCE, INFERENCE_OFF, NO_GRAD, Regions
@@ -53,22 +51,8 @@ class Origin(NamedTuple):
     warm: bool  # the region is on a warm path, or the chain goes through one
 
 
-@functools.lru_cache(maxsize=64)
-def _matcher(patterns: tuple[str, ...]) -> "re.Pattern[str]":
-    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns) or r"(?!)")
-
-
-def match(name: str, patterns: tuple[str, ...]) -> Optional[str]:
-    lowered = name.lower()
-    if not _matcher(tuple(patterns)).match(lowered):
-        return None
-    return next(p for p in patterns if fnmatch.fnmatchcase(lowered, p.lower()))
-
-
 def module_matches(path: str, config: Config) -> Optional[str]:
-    normalized = path.replace("\\", "/")
-    return next((g for g in config.module_globs if fnmatch.fnmatch(normalized, g)
-                 or fnmatch.fnmatch(normalized, f"*/{g}")), None)
+    return path_match(path.replace("\\", "/"), config.module_globs)
 
 
 _SEMANTIC_LEAVES = frozenset({"graph", "capture_begin", "autotune", "autotune_v2", "make_graphed_callables"})
@@ -155,7 +139,7 @@ class Phases:
         cid = self.project.class_of(fid)
         if cid is not None:
             cls = self.project.classes[cid][1]
-            if (pattern := match(cls["name"], self.config.class_patterns)) is not None:
+            if (pattern := name_match(cls["name"], self.config.class_patterns)) is not None:
                 return f"method of `{cls['name']}` (matches `{pattern}`)"
             for klass in self.project.mro(cid):
                 summary, info = self.project.classes[klass]
@@ -175,20 +159,20 @@ class Phases:
             if (glob := module_matches(summary["path"], config)) is not None:
                 self.roots[fid] = Root(WARM, f"module matches `{glob}`")
                 continue
-            if (pattern := match(name, serving_patterns)) is not None:
+            if (pattern := name_match(name, serving_patterns)) is not None:
                 self.serving_roots[fid] = Root(SERVING, f"name `{name}` matches serving pattern `{pattern}`")
                 continue
             if (line := self._replays(fn)) is not None:
                 self.serving_roots[fid] = Root(SERVING, f"replays a CUDA graph at line {line}")
                 continue
-            if (pattern := match(name, config.path_patterns)) is not None:
+            if (pattern := name_match(name, config.path_patterns)) is not None:
                 self.roots[fid] = Root(WARM, f"name `{name}` matches `{pattern}`")
             elif (use := self.semantic_use(fid)) is not None:
                 self.roots[fid] = Root(WARM, use)
         for fid, (summary, fn) in self.project.functions.items():
             if fid in self.roots or fid in self.serving_roots or fn["name"] == MODULE_SCOPE:
                 continue
-            if (pattern := match(fn["name"], config.capture_patterns)) is not None:
+            if (pattern := name_match(fn["name"], config.capture_patterns)) is not None:
                 confirmed = self._confirmed(fid)
                 if confirmed:
                     self.roots[fid] = Root(WARM, f"name `{fn['name']}` matches `{pattern}` and {confirmed}")

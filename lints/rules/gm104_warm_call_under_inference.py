@@ -4,7 +4,7 @@ from typing import Iterator
 
 from ..analysis import ProjectAnalysis
 from ..model import Finding, Fix
-from ..phases import match
+from ..globs import name_match
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
 from ..summary import C_COL, C_LINE, C_WITH, I_COL, I_LINE, W_BARE_CALLS, W_COL, W_ENTER, W_INNER, W_ITEMS, W_LINE, \
@@ -85,7 +85,7 @@ class WarmPathCalledUnderInferenceMode(Rule):
                         warm_calls[index] = warm
                         break
                 func = call[0]
-                if not targets and func[0] == "n" and (pattern := match(func[1].rsplit(".", 1)[-1],
+                if not targets and func[0] == "n" and (pattern := name_match(func[1].rsplit(".", 1)[-1],
                                                                          analysis.config.path_patterns)):
                     names_only[index] = f"`{func[1]}()` matches `{pattern}` (its class is not known)"
                     warm_calls[index] = ""

@@ -1,0 +1,38 @@
+"""Glob patterns as the configuration writes them: each set compiled once into one regular expression.
+
+Names (of functions and classes) match case-blind; paths match as ``fnmatch.fnmatch`` takes them
+(``os.path.normcase`` on both sides), whole or as a tail after a ``/`` (``pattern`` or
+``*/pattern``), so ``tests/fixtures`` matches ``pkg/tests/fixtures``.
+"""
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import re
+from typing import Optional
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(patterns: tuple[str, ...], for_paths: bool) -> "re.Pattern[str]":
+    if for_paths:  # normcase after adding `*/`: on Windows it is `*\`, as the path's separators
+        forms = [os.path.normcase(form) for p in patterns for form in (p, f"*/{p}")]
+    else:
+        forms = [p.lower() for p in patterns]
+    return re.compile("|".join(f"(?:{fnmatch.translate(form)})" for form in forms) or r"(?!)")
+
+
+def name_match(name: str, patterns: tuple[str, ...]) -> Optional[str]:
+    """The first of ``patterns`` that ``name`` matches, case-blind; None when none does."""
+    lowered = name.lower()
+    if not _compiled(tuple(patterns), False).match(lowered):
+        return None
+    return next(p for p in patterns if fnmatch.fnmatchcase(lowered, p.lower()))
+
+
+def path_match(path: str, patterns: tuple[str, ...]) -> Optional[str]:
+    """The first of ``patterns`` that ``path`` (parts joined by ``/``) matches, whole or as a tail;
+    None when none does."""
+    if not _compiled(tuple(patterns), True).match(os.path.normcase(path)):
+        return None
+    return next(p for p in patterns if fnmatch.fnmatch(path, p) or fnmatch.fnmatch(path, f"*/{p}"))
