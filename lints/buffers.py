@@ -90,6 +90,15 @@ class Buffers:
         symbol = self.project.resolve(fid, func[1])
         return symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.TORCH_FACTORIES
 
+    @staticmethod
+    def _calls_factory_name(fn: dict) -> bool:
+        calls = fn["calls"]
+        for index in fn["notable"]:
+            func = calls[index][C_FUNC]
+            if (func[1].rsplit(".", 1)[-1] if func[0] == "n" else func[2]) in names.FACTORY_LEAVES:
+                return True
+        return False
+
     def _guarded(self, fn: dict, guard: int, texts: set[str]) -> Optional[str]:
         guards = fn["guards"]
         while guard >= 0:
@@ -122,7 +131,7 @@ class Buffers:
         project = self.project
         found: list[Allocation] = []
         for fid, (summary, fn) in project.functions.items():
-            if not fn["calls"]:
+            if not self._calls_factory_name(fn):  # an allocation is a factory call
                 continue
             if self._cached_getter(fid, fn):
                 for ret in fn["rets"]:

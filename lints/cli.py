@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from . import __version__
 from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir, find_pyproject,
@@ -126,7 +126,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def entry() -> NoReturn:
+    """The console script and ``python -m lints``: ``main``, then the process ends without freeing
+    what the run built (as mypy's ``hard_exit``): on sglang 0.5.15 that teardown took 0.27 s, as
+    long as the rules."""
+    kept: list = []
+    try:
+        status = main(retain=kept)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `python -m lints rules | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 1
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(status)
+
+
+def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) -> int:
+    """Run the linter; ``retain`` collects the runs' results, which the caller frees (or not)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["explain"], ["rules"]):
         from .rules import ALL_RULES
@@ -176,6 +195,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run = lint_project(members, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
                            use_cache=not args.no_cache, max_bytes=args.max_file_size, overrides=overrides,
                            progress=None if args.quiet else Progress("gradmode-lint: reading"))
+        if retain is not None:
+            retain.append(run)
         findings += [(f, config) for f in run.findings]
         errors += run.errors
         nfiles += len(run.files)

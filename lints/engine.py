@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import marshal
 import os
 import sys
 import tempfile
@@ -145,7 +146,9 @@ class SummaryCache:
             gitignore = target.parent / ".gitignore"
             if not gitignore.exists():
                 gitignore.write_text("# Created by gradmode-lint\n*\n")
-            text = json.dumps(data, separators=(",", ":"))  # one C-encoder call: json.dump is ~10x slower
+            # One C-encoder call (json.dump is ~10x slower); the data is ours and acyclic, and not
+            # tracking every list for cycles takes a quarter off (sglang 0.5.15: 0.66 s against 0.87 s).
+            text = json.dumps(data, separators=(",", ":"), check_circular=False)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-cache-")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -207,6 +210,24 @@ class _Job:
 def _summarize_job(job: _Job) -> tuple[str, Union[dict, FileError]]:
     with collector_paused():
         return _summarize_file(job)
+
+
+def _marshal_summary(result: tuple[str, Union[dict, FileError]]) -> tuple[str, Union[bytes, FileError]]:
+    """How a worker sends a summary: marshalled. The main process loads the summaries of sglang
+    0.5.15 in 0.44 s so, against 0.62 s unpickling them (CPU taken from the workers), and the
+    workers dump them in 0.26 s against 0.39 s. Safe: marshal data made by our own worker."""
+    key, summary = result
+    if isinstance(summary, dict):
+        try:
+            return key, marshal.dumps(summary)
+        except ValueError:  # not plain data (never for a summary); pickled as it is
+            pass
+    return key, summary
+
+
+def _unmarshal_summary(result: tuple[str, Union[bytes, FileError]]) -> tuple[str, Union[dict, FileError]]:
+    key, summary = result
+    return key, marshal.loads(summary) if isinstance(summary, bytes) else summary
 
 
 def _summarize_file(job: _Job) -> tuple[str, Union[dict, FileError]]:
@@ -301,7 +322,7 @@ def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryC
     try:
         results = run_jobs(_summarize_job, todo, jobs, progress.advance if progress is not None else None,
                            on_crash=lambda j, why: ("", FileError(j.path, why)), weight=_job_weight,
-                           batch_weight=SUMMARY_BATCH_BYTES)
+                           batch_weight=SUMMARY_BATCH_BYTES, transfer=(_marshal_summary, _unmarshal_summary))
     finally:
         if progress is not None:
             progress.close()

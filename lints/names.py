@@ -47,6 +47,15 @@ VIEW_METHODS = frozenset({"view", "view_as", "narrow", "as_strided", "select", "
 GRAPH_CAPTURE_NAMES = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph", "torch.cuda.make_graphed_callables"})
 AUTOTUNE_PREFIXES = ("flashinfer.",)
 
+# Calls the analysis finds by the last part of the callee's name before it resolves them: what
+# captures a CUDA graph or autotunes (the name is resolved next), a graph's `replay()`, tensor
+# factories. Summaries list these calls per function (``notable``), so that no pass of the
+# analysis walks every call of the project; a word added here is found everywhere.
+SEMANTIC_LEAVES = frozenset({"graph", "capture_begin", "autotune", "autotune_v2", "make_graphed_callables"})
+REPLAY_LEAF = "replay"
+FACTORY_LEAVES = frozenset(name.rsplit(".", 1)[1] for name in TORCH_FACTORIES) | TENSOR_METHOD_FACTORIES
+NOTABLE_CALL_LEAVES = SEMANTIC_LEAVES | FACTORY_LEAVES | {REPLAY_LEAF}
+
 
 def is_inplace_method(name: str) -> bool:
     return bool(_INPLACE_METHOD.match(name)) and not name.startswith("__")

@@ -16,6 +16,7 @@ serving roots set explicitly.
 """
 from __future__ import annotations
 
+import functools
 from collections import deque
 from typing import NamedTuple, Optional
 
@@ -55,9 +56,6 @@ def module_matches(path: str, config: Config) -> Optional[str]:
     return path_match(path.replace("\\", "/"), config.module_globs)
 
 
-_SEMANTIC_LEAVES = frozenset({"graph", "capture_begin", "autotune", "autotune_v2", "make_graphed_callables"})
-
-
 class Phases:
     def __init__(self, project: Project, graph: CallGraph, regions: Regions, config: Config) -> None:
         self.project = project
@@ -79,11 +77,12 @@ class Phases:
             return self._semantic[fid]
         found = None
         fn = self.project.function(fid)
-        for call in fn["calls"]:
+        calls = fn["calls"]
+        for index in fn["notable"]:
+            call = calls[index]
             func = call[C_FUNC]
-            if func[0] != "n" or func[1].rsplit(".", 1)[-1] not in _SEMANTIC_LEAVES:
+            if func[0] != "n" or (leaf := func[1].rsplit(".", 1)[-1]) not in names.SEMANTIC_LEAVES:
                 continue
-            leaf = func[1].rsplit(".", 1)[-1]
             if leaf == "capture_begin":
                 found = f"calls `{func[1]}()` at line {call[C_LINE]}"
                 break
@@ -116,9 +115,11 @@ class Phases:
         return False
 
     def _replays(self, fn: dict) -> Optional[int]:
-        for call in fn["calls"]:
+        calls = fn["calls"]
+        for index in fn["notable"]:
+            call = calls[index]
             func = call[C_FUNC]
-            if func[0] == "n" and func[1].endswith(".replay") and "graph" in func[1].lower():
+            if func[0] == "n" and func[1].endswith("." + names.REPLAY_LEAF) and "graph" in func[1].lower():
                 return call[C_LINE]
         return None
 
@@ -152,30 +153,41 @@ class Phases:
     def _find_roots(self) -> None:
         config = self.config
         serving_patterns = tuple(config.serving_patterns)
+        path_patterns = tuple(config.path_patterns)
+        capture_patterns = tuple(config.capture_patterns)
+        by_name: dict[str, tuple] = {}  # 34k functions on a 1M-line tree, a third as many names
+        by_module: dict[str, Optional[str]] = {}
+        candidates = []  # capture-pattern names, confirmed once every other root is known
         for fid, (summary, fn) in self.project.functions.items():
             name = fn["name"]
             if name == MODULE_SCOPE:
                 continue
-            if (glob := module_matches(summary["path"], config)) is not None:
+            path = summary["path"]
+            glob = by_module[path] if path in by_module else by_module.setdefault(path, module_matches(path, config))
+            if glob is not None:
                 self.roots[fid] = Root(WARM, f"module matches `{glob}`")
                 continue
-            if (pattern := name_match(name, serving_patterns)) is not None:
-                self.serving_roots[fid] = Root(SERVING, f"name `{name}` matches serving pattern `{pattern}`")
+            matched = by_name.get(name)
+            if matched is None:
+                matched = by_name[name] = (name_match(name, serving_patterns), name_match(name, path_patterns),
+                                           name_match(name, capture_patterns))
+            serving, warm, capture = matched
+            if serving is not None:
+                self.serving_roots[fid] = Root(SERVING, f"name `{name}` matches serving pattern `{serving}`")
                 continue
             if (line := self._replays(fn)) is not None:
                 self.serving_roots[fid] = Root(SERVING, f"replays a CUDA graph at line {line}")
                 continue
-            if (pattern := name_match(name, config.path_patterns)) is not None:
-                self.roots[fid] = Root(WARM, f"name `{name}` matches `{pattern}`")
+            if warm is not None:
+                self.roots[fid] = Root(WARM, f"name `{name}` matches `{warm}`")
             elif (use := self.semantic_use(fid)) is not None:
                 self.roots[fid] = Root(WARM, use)
-        for fid, (summary, fn) in self.project.functions.items():
-            if fid in self.roots or fid in self.serving_roots or fn["name"] == MODULE_SCOPE:
-                continue
-            if (pattern := name_match(fn["name"], config.capture_patterns)) is not None:
-                confirmed = self._confirmed(fid)
-                if confirmed:
-                    self.roots[fid] = Root(WARM, f"name `{fn['name']}` matches `{pattern}` and {confirmed}")
+            elif capture is not None:
+                candidates.append((fid, name, capture))
+        for fid, name, pattern in candidates:
+            confirmed = self._confirmed(fid)
+            if confirmed:
+                self.roots[fid] = Root(WARM, f"name `{name}` matches `{pattern}` and {confirmed}")
 
     def _reach(self, roots: dict[str, Root], stops: dict[str, Root]) -> dict[str, Reach]:
         reach = {fid: Reach(None, 0) for fid in roots}
@@ -231,8 +243,8 @@ class Phases:
         return None
 
     # inference-mode reach -------------------------------------------------------------
-    def inference_regions(self) -> list[tuple[str, int, Origin]]:
-        """(function, with index or -1 for a decorator, origin) of every inference-mode region."""
+    @functools.cached_property
+    def _inference_regions(self) -> list[tuple[str, int, Origin]]:
         out = []
         for fid, (_summary, fn) in self.project.functions.items():
             for index, record in enumerate(fn["withs"]):
@@ -247,6 +259,10 @@ class Phases:
                         out.append((fid, -1, Origin(fid, dec[1], f"@{mode.via.strip('`')}", self.is_warm(fid))))
                         break
         return out
+
+    def inference_regions(self) -> list[tuple[str, int, Origin]]:
+        """(function, with index or -1 for a decorator, origin) of every inference-mode region."""
+        return list(self._inference_regions)
 
     def inference_reach(self) -> dict[str, tuple[Origin, Reach]]:
         """Functions run under inference mode, with the region and the first step that brings them there.

@@ -26,8 +26,9 @@ import warnings
 from typing import Any, Iterable, Iterator, Optional
 
 from .files import source_lines
+from .names import NOTABLE_CALL_LEAVES
 
-SCHEMA = 4
+SCHEMA = 5
 MODULE_SCOPE = "<module>"
 _UNKNOWN = ["?"]
 
@@ -47,6 +48,8 @@ I_EXPR, I_LINE, I_COL, I_AS = range(4)
 G_NAMES, G_PARENT, G_ORELSE, G_LINE = range(4)
 # decorator: [expr, line, col]
 D_EXPR, D_LINE, D_COL = range(3)
+# A function's "notable": the indices of its calls whose callee's name ends in a word of
+# ``names.NOTABLE_CALL_LEAVES`` (``f().new_empty(...)`` included), in order.
 
 
 def import_root(project_root: str) -> str:
@@ -89,7 +92,8 @@ class _Scope:
 def _new_function(name: str, qual: str, line: int, col: int, cls: Optional[str], parent: Optional[str]) -> dict:
     return {"name": name, "qual": qual, "line": line, "col": col, "cls": cls, "parent": parent,
             "params": [], "ann": {}, "defaults": {}, "dec": [], "calls": [], "withs": [], "rets": [],
-            "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [], "async": False}
+            "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [], "async": False,
+            "notable": []}
 
 
 class _Summarizer:
@@ -225,6 +229,8 @@ class _Summarizer:
         calls = scope.data["calls"]
         calls.append([f, args, kwargs, line, col, scope.withs[-1] if scope.withs else -1,
                       scope.guards[-1] if scope.guards else -1])
+        if (f[1].rpartition(".")[2] if f[0] == "n" else f[2] if f[0] == "a" else "") in NOTABLE_CALL_LEAVES:
+            scope.data["notable"].append(len(calls) - 1)
         return len(calls) - 1
 
     # statements ----------------------------------------------------------------

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from lints import summary
+from lints import names, summary
 from lints.options import Config
 
 from .helpers import lint_run
@@ -129,3 +129,51 @@ def test_a_chunk_too_deep_to_parse_falls_back_to_the_whole_parse(monkeypatch):
     monkeypatch.setattr(summary, "_parse", shallow_parse)
     assert summary.summarize(text, "m.py", "m") == _whole(text)
     assert calls[-1] == len(text)  # then the whole file
+
+
+def _notable_by_scan(fn: dict) -> list[int]:
+    """What ``notable`` must hold, from every call of the function."""
+    out = []
+    for index, call in enumerate(fn["calls"]):
+        func = call[summary.C_FUNC]
+        leaf = func[1].rsplit(".", 1)[-1] if func[0] == "n" else func[2] if func[0] == "a" else None
+        if leaf in names.NOTABLE_CALL_LEAVES:
+            out.append(index)
+    return out
+
+
+def test_notable_calls_are_the_calls_named_with_a_notable_word():
+    text = ("import torch\n"
+            "def f(x, g):\n"
+            "    a = torch.empty(3)\n"                  # factory: notable
+            "    b = x.new_zeros(2)\n"                  # tensor-method factory: notable
+            "    c = make().new_empty(1)\n"             # `f().new_empty`: notable (make() is not)
+            "    with torch.cuda.graph(g):\n"           # capture: notable
+            "        pass\n"
+            "    g.replay()\n"                          # replay: notable
+            "    empty_cache()\n"                       # `empty_cache` is no `empty`: not notable
+            "    print(torch.zeros_like(a))\n")         # inner call notable, print() not
+    fn = summary.summarize(text, "m.py", "m")["functions"]["f"]
+    leaves = [fn["calls"][i][summary.C_FUNC] for i in fn["notable"]]
+    assert leaves == [["n", "torch.empty"], ["n", "x.new_zeros"], ["a", ["c", 2], "new_empty"],
+                      ["n", "torch.cuda.graph"], ["n", "g.replay"], ["n", "torch.zeros_like"]]
+    assert fn["notable"] == _notable_by_scan(fn)
+
+
+def test_notable_drops_no_call_of_this_repository():
+    """The prefilter the analysis relies on lists every call a scan of all calls would find."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    checked = 0
+    for folder in ("lints", "tests", "gpu_validation", "examples"):
+        for current, _dirs, file_names in os.walk(os.path.join(root, folder)):
+            for name in sorted(n for n in file_names if n.endswith(".py")):
+                with open(os.path.join(current, name), encoding="utf-8") as handle:
+                    text = handle.read()
+                try:
+                    functions = summary.summarize(text, "m.py", "m")["functions"]
+                except SyntaxError:
+                    continue
+                for qual, fn in functions.items():
+                    assert fn["notable"] == _notable_by_scan(fn), (name, qual)
+                    checked += len(fn["notable"])
+    assert checked > 100
