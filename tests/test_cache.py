@@ -170,3 +170,86 @@ def test_a_project_whose_every_file_fails_still_reuses_its_result(tmp_path):
     (root / "engine" / "__init__.py").unlink()
     runs = [_findings(root, jobs=1) for _ in range(2)]
     assert [run.analysis is None for _, run in runs] == [False, True]
+
+
+def _summarised_in(monkeypatch) -> list:
+    import lints.engine as engine
+
+    summarised: list = []
+    real = engine.summarize_source
+    monkeypatch.setattr(engine, "summarize_source", lambda source, *a: summarised.append(source.path) or real(
+        source, *a))
+    return summarised
+
+
+def test_a_few_changed_files_are_written_beside_the_summaries_not_over_them(tmp_path, monkeypatch):
+    files = dict(BUGGY)
+    for n in range(5):
+        files[f"engine/other{n}.py"] = f"def f{n}():\n    return {n}\n"
+    root = write_package(tmp_path / "repo", files)
+    cache = root / ".gradmode_cache"
+    cold, _ = _findings(root, jobs=1)
+    whole = (cache / "summaries.json").read_bytes()
+    assert not (cache / "summaries-changes.json").exists()
+    (root / "engine" / "other3.py").write_text("def f3():\n    return 33\n")
+    _findings(root, jobs=1)
+    (root / "engine" / "other4.py").unlink()
+    (root / "engine" / "other1.py").write_text("def f1():\n    return 11\n")
+    found, _ = _findings(root, jobs=1)
+    assert (cache / "summaries.json").read_bytes() == whole  # untouched since the cold run
+    changes = json.loads((cache / "summaries-changes.json").read_text())
+    assert set(changes["entries"]) == {os.path.join("engine", f"other{n}.py") for n in (1, 3, 4)}
+    assert changes["entries"][os.path.join("engine", "other4.py")] is None and found == cold
+    # the next run reads both: nothing is summarised again
+    (cache / "results.json").unlink()
+    summarised = _summarised_in(monkeypatch)
+    assert _findings(root, jobs=1)[0] == cold and summarised == []
+
+
+def test_many_changed_files_rewrite_the_summaries(tmp_path, monkeypatch):
+    import lints.engine as engine
+
+    monkeypatch.setattr(engine.SummaryCache, "CHANGES_LIMIT", 2)
+    files = dict(BUGGY)
+    for n in range(5):
+        files[f"engine/other{n}.py"] = f"def f{n}():\n    return {n}\n"
+    root = write_package(tmp_path / "repo", files)
+    cache = root / ".gradmode_cache"
+    _findings(root, jobs=1)
+    first_id = json.loads((cache / "summaries.json").read_text())["id"]
+    (root / "engine" / "other0.py").write_text("def f0():\n    return 10\n")
+    _findings(root, jobs=1)
+    assert (cache / "summaries-changes.json").exists()
+    for n in (1, 2):
+        (root / "engine" / f"other{n}.py").write_text(f"def f{n}():\n    return {n}0\n")
+    found, _ = _findings(root, jobs=2)
+    saved = json.loads((cache / "summaries.json").read_text())
+    assert saved["id"] != first_id and not (cache / "summaries-changes.json").exists()
+    assert saved["entries"][os.path.join("engine", "other0.py")][1]["functions"]["f0"]["line"] == 1
+    (cache / "results.json").unlink()
+    summarised = _summarised_in(monkeypatch)
+    assert _findings(root, jobs=1)[0] == found and summarised == []
+
+
+def test_changes_to_another_summaries_file_are_ignored(tmp_path, monkeypatch):
+    files = dict(BUGGY)
+    files["engine/other.py"] = "def f():\n    return 1\n"
+    root = write_package(tmp_path / "repo", files)
+    cache = root / ".gradmode_cache"
+    cold, _ = _findings(root, jobs=1)
+    (root / "engine" / "other.py").write_text("def f():\n    return 2\n")
+    _findings(root, jobs=1)
+    changes = json.loads((cache / "summaries-changes.json").read_text())
+    # the changes claim warm.py has no functions; they name a summaries.json that is not there
+    changes["entries"][os.path.join("engine", "warm.py")] = json.loads(
+        (cache / "summaries.json").read_text())["entries"][os.path.join("engine", "warm.py")]
+    changes["entries"][os.path.join("engine", "warm.py")][1]["functions"] = {}
+    for base, expected in (("someone else's", 1), (changes["base"], 0)):
+        changes["base"] = base
+        (cache / "summaries-changes.json").write_text(json.dumps(changes))
+        (cache / "results.json").unlink()
+        summarised = _summarised_in(monkeypatch)
+        found, _ = _findings(root, jobs=1)
+        # ignored: other.py is summarised again, and the finding stays; applied: the (lying) entry is used
+        assert len(summarised) == expected and (found == cold) == (expected == 1)
+        monkeypatch.undo()
