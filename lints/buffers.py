@@ -95,7 +95,8 @@ class Buffers:
         calls = fn["calls"]
         for index in fn["notable"]:
             func = calls[index][C_FUNC]
-            if (func[1].rsplit(".", 1)[-1] if func[0] == "n" else func[2]) in names.FACTORY_LEAVES:
+            if (func[1].rsplit(".", 1)[-1] if func[0] == "n" else func[2] if func[0] == "a" else "") \
+                    in names.FACTORY_LEAVES:
                 return True
         return False
 

@@ -129,19 +129,35 @@ def build_parser() -> argparse.ArgumentParser:
 def entry() -> NoReturn:
     """The console script and ``python -m lints``: ``main``, then the process ends without freeing
     what the run built (as mypy's ``hard_exit``): on sglang 0.5.15 that teardown took 0.27 s, as
-    long as the rules."""
+    long as the rules. A closed stream (``None``) is left alone."""
     kept: list = []
     try:
         status = main(retain=kept)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `python -m lints rules | head`: the reader left; not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        status = 1
+    except BrokenPipeError:
+        status = _reader_left()
+    else:
+        try:
+            if sys.stdout is not None:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            status = _reader_left()
+        except (OSError, ValueError) as exc:  # a full disk behind `> report.txt`: the report is lost
+            if sys.stderr is not None:
+                print(f"gradmode-lint: error: cannot write the report: {exc}", file=sys.stderr)
+            status = EXIT_ERROR
     try:
-        sys.stderr.flush()
+        if sys.stderr is not None:
+            sys.stderr.flush()
     except (OSError, ValueError):
         pass
     os._exit(status)
+
+
+def _reader_left() -> int:
+    """`python -m lints rules | head`: the reader left; not an error of ours."""
+    if sys.stdout is not None:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 1
 
 
 def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) -> int:
@@ -234,7 +250,8 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     if args.output:
         args.output.write_text(report, encoding="utf-8")
     else:
-        sys.stdout.write(report)
+        if sys.stdout is not None:  # None: started with stdout closed (`>&-`)
+            sys.stdout.write(report)
     for error in errors:
         print(error, file=sys.stderr)
     if not args.quiet:
@@ -309,7 +326,8 @@ def _editor_details(findings, configs: dict, max_bytes: int, overrides: dict[str
 def _use_color(args: argparse.Namespace) -> bool:
     if args.color != "auto":
         return args.color == "always"
-    return not os.environ.get("NO_COLOR") and not args.output and sys.stdout.isatty()
+    return (not os.environ.get("NO_COLOR") and not args.output and sys.stdout is not None
+            and sys.stdout.isatty())
 
 
 def _explain(codes: Sequence[str]) -> int:

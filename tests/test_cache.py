@@ -253,3 +253,70 @@ def test_changes_to_another_summaries_file_are_ignored(tmp_path, monkeypatch):
         # ignored: other.py is summarised again, and the finding stays; applied: the (lying) entry is used
         assert len(summarised) == expected and (found == cold) == (expected == 1)
         monkeypatch.undo()
+
+
+def _project_with_others(tmp_path, count: int = 5):
+    files = dict(BUGGY)
+    for n in range(count):
+        files[f"engine/other{n}.py"] = f"def f{n}():\n    return {n}\n"
+    return write_package(tmp_path / "repo", files)
+
+
+def test_a_failed_rewrite_keeps_the_changes_it_would_have_replaced(tmp_path, monkeypatch):
+    import lints.engine as engine
+
+    monkeypatch.setattr(engine.SummaryCache, "CHANGES_LIMIT", 1)
+    root = _project_with_others(tmp_path)
+    cache = root / ".gradmode_cache"
+    cold, _ = _findings(root, jobs=1)
+    (root / "engine" / "other0.py").write_text("def f0():\n    return 10\n")
+    _findings(root, jobs=1)  # one change: written to summaries-changes.json
+    real_write = engine.SummaryCache._write
+
+    def full_write_fails(self, target, data):
+        if target.name == "summaries.json":
+            return False  # as a full disk would: `_write` warns and writes nothing
+        return real_write(self, target, data)
+
+    monkeypatch.setattr(engine.SummaryCache, "_write", full_write_fails)
+    for n in (1, 2):
+        (root / "engine" / f"other{n}.py").write_text(f"def f{n}():\n    return {n}0\n")
+    _findings(root, jobs=1)  # three changes: a full rewrite, which fails
+    assert (cache / "summaries-changes.json").exists()
+    monkeypatch.setattr(engine.SummaryCache, "_write", real_write)
+    (cache / "results.json").unlink()
+    summarised = _summarised_in(monkeypatch)
+    assert _findings(root, jobs=1)[0] == cold
+    # other0's change survived in the changes file; only the two of the failed run are redone
+    assert sorted(summarised) == [os.path.join("engine", f"other{n}.py") for n in (1, 2)]
+
+
+def test_a_corrupt_changes_file_is_ignored(tmp_path, monkeypatch):
+    root = _project_with_others(tmp_path)
+    cache = root / ".gradmode_cache"
+    cold, _ = _findings(root, jobs=1)
+    (root / "engine" / "other0.py").write_text("def f0():\n    return 10\n")
+    _findings(root, jobs=1)
+    for damage in (b"{not json", b"[]", b'{"format": "x"}', b"\xff\xfe"):
+        (cache / "summaries-changes.json").write_bytes(damage)
+        (cache / "results.json").unlink()
+        summarised = _summarised_in(monkeypatch)
+        assert _findings(root, jobs=1)[0] == cold
+        assert summarised == [os.path.join("engine", "other0.py")]  # its entry in summaries.json is stale
+        monkeypatch.undo()
+
+
+def test_a_file_removed_then_restored_is_summarised_from_the_changes(tmp_path, monkeypatch):
+    root = _project_with_others(tmp_path)
+    cache = root / ".gradmode_cache"
+    cold, _ = _findings(root, jobs=1)
+    warm = root / "engine" / "warm.py"
+    warm.unlink()
+    assert _findings(root, jobs=1)[0] == []
+    changes = json.loads((cache / "summaries-changes.json").read_text())
+    assert changes["entries"] == {os.path.join("engine", "warm.py"): None}
+    warm.write_text(BUGGY["engine/warm.py"])
+    assert _findings(root, jobs=1)[0] == cold
+    (cache / "results.json").unlink()
+    summarised = _summarised_in(monkeypatch)
+    assert _findings(root, jobs=1)[0] == cold and summarised == []

@@ -96,3 +96,25 @@ def test_a_closed_pipe_is_not_a_traceback():
     proc = subprocess.run(f"{sys.executable} -m lints rules | head -1", shell=True, cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.stdout.startswith("GM101") and "Traceback" not in proc.stderr
+
+
+def _many_findings(tmp_path, count: int = 400):
+    return write_package(tmp_path / "repo", {f"engine/warm{n}.py": WARM for n in range(count)})
+
+
+def test_a_reader_that_leaves_early_is_not_a_traceback(tmp_path):
+    """Output far larger than a pipe's buffer, and `head` leaves after one line: the write fails."""
+    root = _many_findings(tmp_path)
+    proc = subprocess.run(f"{sys.executable} -m lints . --no-cache | head -1; exit ${{PIPESTATUS[0]}}",
+                          shell=True, executable="/bin/bash", cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.stdout.count("\n") == 1 and "GM101" in proc.stdout
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_closed_output_streams_keep_the_exit_status(tmp_path):
+    root = _many_findings(tmp_path, 3)
+    for redirect, stream in ((">&-", "stdout"), ("2>&-", "stderr")):
+        proc = subprocess.run(f"{sys.executable} -m lints . --no-cache {redirect}; echo status=$? >&2", shell=True,
+                              executable="/bin/bash", cwd=root, capture_output=True, text=True, timeout=300)
+        assert "status=1" in proc.stderr, (stream, proc.stderr)  # findings: 1, as with open streams
+        assert "Traceback" not in proc.stderr + proc.stdout, (stream, proc.stderr)

@@ -688,7 +688,11 @@ def test_run_jobs_transfer_packs_in_the_workers_and_unpacks_here() -> None:
     assert len(unpacked) == 6  # in-process: nothing travels, nothing is packed
 
 
-def test_run_jobs_transfer_also_serves_a_worker_that_ran_alone() -> None:
+def test_run_jobs_transfer_also_serves_items_run_alone(monkeypatch) -> None:
+    from lints import files
+
+    # every task is lost to the pool: each item then runs in a process of its own
+    monkeypatch.setattr(files, "_pool_round", lambda func, pack, unpack, items, tasks, *a: tasks)
     out = run_jobs(_job, ["ab", "kill", "cd"], 2, on_crash=lambda item, why: ("crashed", item),
                    transfer=(_pack_in_worker, lambda packed: packed[0]))
-    assert out == ["AB", ("crashed", "kill"), "CD"]
+    assert out == ["AB", ("crashed", "kill"), "CD"]  # packed there ("AB", pid), unpacked here

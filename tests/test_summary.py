@@ -177,3 +177,40 @@ def test_notable_drops_no_call_of_this_repository():
                     assert fn["notable"] == _notable_by_scan(fn), (name, qual)
                     checked += len(fn["notable"])
     assert checked > 100
+
+
+class _EveryWord:
+    """A word set holding every word: every call is notable, as if the analysis scanned them all."""
+
+    def __contains__(self, word: object) -> bool:
+        return True
+
+
+def _results(tmp_path, files: dict, config: Config) -> tuple:
+    run = lint_run(tmp_path, files, config)
+    phases = run.analysis.phases
+    return (sorted(run.findings), sorted(phases.roots.items()), sorted(phases.serving_roots.items()),
+            sorted(run.analysis.buffers.allocations))
+
+
+def test_the_notable_prefilter_changes_no_result(tmp_path, monkeypatch):
+    """Every rule example and the example engine: findings, roots and allocations are the same when
+    every call is notable (what the analysis scanned before summaries listed notable calls)."""
+    from lints.rules import ALL_RULES
+
+    from .helpers import as_files
+
+    cases = [(as_files(example), Config(extend_select=("GM2",), **rule.EXAMPLE_OPTIONS))
+             for rule in ALL_RULES.values() for example in (*rule.VALID, *rule.INVALID)]
+    engine = os.path.dirname(ENGINE)
+    cases.append(({name: open(os.path.join(engine, name), encoding="utf-8").read() for name in os.listdir(engine)
+                   if name.endswith(".py")}, Config(extend_select=("GM2",))))
+    found = 0
+    for n, (files, config) in enumerate(cases):
+        prefiltered = _results(tmp_path / f"notable{n}", files, config)
+        with monkeypatch.context() as patch:
+            patch.setattr(summary, "NOTABLE_CALL_LEAVES", _EveryWord())
+            scanned = _results(tmp_path / f"every{n}", files, config)
+        assert prefiltered == scanned, files
+        found += len(prefiltered[0]) + len(prefiltered[1]) + len(prefiltered[3])
+    assert len(cases) > 40 and found > 40
