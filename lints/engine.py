@@ -78,9 +78,8 @@ class SummaryCache:
     ``summaries-changes.json``, which names the ``summaries.json`` it amends (rewriting 50 MB of
     summaries after a one-line edit of sglang took 1 s of CPU and slowed the analysis beside it);
     past ``CHANGES_LIMIT`` changed files, or 5% of them, the whole file is written again and the
-    changes file is removed once it is. An unreadable, corrupt
-    or foreign file is empty, changes to another ``summaries.json`` are ignored, and a stale entry
-    (other content) is a miss.
+    changes file is removed once it is. An unreadable, corrupt or foreign file is empty, changes to
+    another ``summaries.json`` are ignored, and a stale entry (other content) is a miss.
     """
 
     # Changed files a run may add to summaries-changes.json: at least this many, or 5% of the files.
