@@ -19,7 +19,8 @@ from .callgraph import CallGraph
 from .project import EXTERNAL, FIELD, GLOBAL, LOCAL, Project
 from .regions import Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_COL, C_FUNC, C_GUARD, C_KWARGS,
-                      C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_VALUE, R_YIELD)
+                      C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_VALUE, R_YIELD,
+                      callee_leaf)
 
 
 class BufferKey(NamedTuple):
@@ -93,12 +94,7 @@ class Buffers:
     @staticmethod
     def _calls_factory_name(fn: dict) -> bool:
         calls = fn["calls"]
-        for index in fn["notable"]:
-            func = calls[index][C_FUNC]
-            if (func[1].rsplit(".", 1)[-1] if func[0] == "n" else func[2] if func[0] == "a" else "") \
-                    in names.FACTORY_LEAVES:
-                return True
-        return False
+        return any(callee_leaf(calls[index][C_FUNC]) in names.FACTORY_LEAVES for index in fn["notable"])
 
     def _guarded(self, fn: dict, guard: int, texts: set[str]) -> Optional[str]:
         guards = fn["guards"]

@@ -234,8 +234,7 @@ def _reap(pid: int) -> None:
 def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
              progress: Optional[Callable[[int], None]] = None,
              on_crash: Optional[Callable[[U, str], T]] = None,
-             weight: Optional[Callable[[U], int]] = None, batch_weight: int = 0,
-             transfer: Optional[tuple[Callable[[T], object], Callable[[object], T]]] = None) -> list[T]:
+             weight: Optional[Callable[[U], int]] = None, batch_weight: int = 0) -> list[T]:
     """``[func(i) for i in items]``, in ``jobs`` processes when that pays; results in input order.
 
     The largest items first (by file size, or ``weight``), so that one worker does not end up with
@@ -244,9 +243,7 @@ def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
     at least 8 tasks per worker. A worker that dies (a crash in native code, the OOM killer) does
     not stop the run: the items it may have held are rerun one per process, and the one that kills
     its process again gets ``on_crash(item, why)`` (default: a ``FileError``) as its result.
-    In-process (``jobs <= 1``) nothing guards against such a crash. With ``transfer`` = ``(pack,
-    unpack)``, a worker sends ``pack(result)`` and this process unpacks each result as it arrives,
-    while the workers go on (in-process, results are neither packed nor unpacked).
+    In-process (``jobs <= 1``) nothing guards against such a crash.
     """
     if jobs <= 1 or len(items) < 2:
         out = []
@@ -261,10 +258,8 @@ def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
     workers = min(jobs, len(items))
     batch_weight = min(batch_weight, sum(sizes) // (8 * workers))
     results: dict[int, T] = {}
-    pack, unpack = transfer or (None, None)
     while remaining:
-        lost = _pool_round(func, pack, unpack, items, _batches(remaining, sizes, batch_weight), workers, results,
-                           progress)
+        lost = _pool_round(func, items, _batches(remaining, sizes, batch_weight), workers, results, progress)
         # The items a dead worker may have held are those of the first tasks not done: the pool
         # hands out tasks in submission order and queues at most one beyond its workers.
         suspects = [i for task in lost[:workers + 1] for i in task]
@@ -272,7 +267,7 @@ def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
         if len(suspects) > workers + 1:  # batches died: their items go again one task each first,
             remaining, batch_weight = suspects + remaining, 0  # so few of them need a process alone
             continue
-        _isolated_round(func, pack, unpack, items, suspects, workers, results, progress, on_crash)
+        _isolated_round(func, items, suspects, workers, results, progress, on_crash)
     return [results[i] for i in range(len(items))]
 
 
@@ -292,8 +287,8 @@ def _batches(order: list[int], sizes: list[int], batch_weight: int) -> list[list
     return tasks
 
 
-def _apply_each(func: Callable[[U], T], pack: Optional[Callable[[T], object]], items: list[U]) -> list:
-    return [func(item) for item in items] if pack is None else [pack(func(item)) for item in items]
+def _apply_each(func: Callable[[U], T], items: list[U]) -> list[T]:
+    return [func(item) for item in items]
 
 
 def _weight(item: object) -> int:
@@ -323,8 +318,7 @@ def _worker_init() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _pool_round(func, pack, unpack, items, tasks: list[list[int]], workers: int, results: dict,
-                progress) -> list[list[int]]:
+def _pool_round(func, items, tasks: list[list[int]], workers: int, results: dict, progress) -> list[list[int]]:
     """Run ``tasks`` (lists of item indices) in one pool; the tasks lost to a dead worker, in submission order."""
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_worker_init)
     lost: list[int] = []  # task numbers
@@ -332,7 +326,7 @@ def _pool_round(func, pack, unpack, items, tasks: list[list[int]], workers: int,
         futures: dict[concurrent.futures.Future, int] = {}
         for n, task in enumerate(tasks):
             try:
-                futures[pool.submit(_apply_each, func, pack, [items[i] for i in task])] = n
+                futures[pool.submit(_apply_each, func, [items[i] for i in task])] = n
             except concurrent.futures.process.BrokenProcessPool:
                 lost.extend(range(n, len(tasks)))
                 break
@@ -357,7 +351,7 @@ def _pool_round(func, pack, unpack, items, tasks: list[list[int]], workers: int,
                 lost.append(n)
                 continue
             for i, value in zip(tasks[n], values):
-                results[i] = value if unpack is None else unpack(value)
+                results[i] = value
             if progress:
                 progress(len(values))
     except BaseException:  # Ctrl-C, SIGTERM (as SystemExit), or func's own exception
@@ -384,10 +378,10 @@ def _stop(pool: concurrent.futures.ProcessPoolExecutor) -> None:
             pass
 
 
-def _isolated_child(func, pack, item, conn) -> None:
+def _isolated_child(func, item, conn) -> None:
     _worker_init()
     try:
-        message = (True, func(item) if pack is None else pack(func(item)))
+        message = (True, func(item))
     except BaseException as exc:  # handed to the parent, which raises it as the pool would
         message = (False, exc)
     try:
@@ -397,8 +391,7 @@ def _isolated_child(func, pack, item, conn) -> None:
     conn.close()
 
 
-def _isolated_round(func, pack, unpack, items, order: list[int], workers: int, results: dict, progress,
-                    on_crash) -> None:
+def _isolated_round(func, items, order: list[int], workers: int, results: dict, progress, on_crash) -> None:
     """Each of ``order`` in a process of its own, ``workers`` at a time."""
     import multiprocessing
     import multiprocessing.connection
@@ -411,7 +404,7 @@ def _isolated_round(func, pack, unpack, items, order: list[int], workers: int, r
             while pending and len(running) < workers:
                 i = pending.pop(0)
                 receive, send = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_isolated_child, args=(func, pack, items[i], send), daemon=True)
+                proc = ctx.Process(target=_isolated_child, args=(func, items[i], send), daemon=True)
                 proc.start()
                 send.close()
                 running[receive] = (i, proc)
@@ -426,7 +419,7 @@ def _isolated_round(func, pack, unpack, items, order: list[int], workers: int, r
                 if ok is None:
                     results[i] = on_crash(items[i], f"the worker process died on this file ({_death(proc.exitcode)})")
                 elif ok:
-                    results[i] = value if unpack is None else unpack(value)
+                    results[i] = value
                 else:
                     raise value
                 if progress:

@@ -156,15 +156,13 @@ class Phases:
         path_patterns = tuple(config.path_patterns)
         capture_patterns = tuple(config.capture_patterns)
         by_name: dict[str, tuple] = {}  # 34k functions on a 1M-line tree, a third as many names
-        by_module: dict[str, Optional[str]] = {}
+        module_globs = {path: module_matches(path, config) for path in self.project.by_path}
         candidates = []  # capture-pattern names, confirmed once every other root is known
         for fid, (summary, fn) in self.project.functions.items():
             name = fn["name"]
             if name == MODULE_SCOPE:
                 continue
-            path = summary["path"]
-            glob = by_module[path] if path in by_module else by_module.setdefault(path, module_matches(path, config))
-            if glob is not None:
+            if (glob := module_globs[summary["path"]]) is not None:
                 self.roots[fid] = Root(WARM, f"module matches `{glob}`")
                 continue
             matched = by_name.get(name)

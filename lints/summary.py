@@ -229,7 +229,7 @@ class _Summarizer:
         calls = scope.data["calls"]
         calls.append([f, args, kwargs, line, col, scope.withs[-1] if scope.withs else -1,
                       scope.guards[-1] if scope.guards else -1])
-        if (f[1].rpartition(".")[2] if f[0] == "n" else f[2] if f[0] == "a" else "") in NOTABLE_CALL_LEAVES:
+        if callee_leaf(f) in NOTABLE_CALL_LEAVES:
             scope.data["notable"].append(len(calls) - 1)
         return len(calls) - 1
 
@@ -550,6 +550,11 @@ def _chunked_statements(text: str, path: str) -> Iterator[ast.stmt]:
         line += text.count("\n", begin, end)
         yield from tree.body
         del tree  # one chunk's syntax tree alive at a time
+
+
+def callee_leaf(func: list) -> str:
+    """The last part of the name a call's callee is spelt with (``a.b.f`` and ``g().f``: ``f``); "" if none."""
+    return func[1].rpartition(".")[2] if func[0] == "n" else func[2] if func[0] == "a" else ""
 
 
 def call_name(expr: Any) -> Optional[str]:

@@ -236,8 +236,8 @@ def test_run_jobs_in_batches_blames_only_the_item_that_kills_its_worker(monkeypa
     seen: list[int] = []
     started = []
     real_isolated = files._isolated_round
-    monkeypatch.setattr(files, "_isolated_round", lambda func, pack, unpack, items, order, *a: started.extend(order)
-                        or real_isolated(func, pack, unpack, items, order, *a))
+    monkeypatch.setattr(files, "_isolated_round", lambda func, items, order, *a: started.extend(order) or
+                        real_isolated(func, items, order, *a))
     out = run_jobs(_job, items, 2, progress=seen.append, weight=lambda item: 10, batch_weight=50)
     assert 0 < len(started) <= 3  # after the batch died, its items went one task each: few ran alone
     assert sum(seen) == len(items) and max(seen) > 1  # batches of several items, each item counted once
@@ -667,32 +667,3 @@ def test_a_killed_but_unreaped_writer_counts_as_gone() -> None:
         assert os.waitpid(child.pid, os.WNOHANG)[0] == child.pid  # it really was a zombie until now
     finally:
         child.returncode = 0
-
-
-def _pack_in_worker(result: str) -> tuple[str, int]:
-    return result, os.getpid()
-
-
-def test_run_jobs_transfer_packs_in_the_workers_and_unpacks_here() -> None:
-    unpacked = []
-
-    def unpack(packed: tuple[str, int]) -> str:
-        unpacked.append(packed[1])
-        return packed[0] + "!"
-
-    items = [f"f{i}" for i in range(6)]
-    out = run_jobs(_job, items, 2, transfer=(_pack_in_worker, unpack))
-    assert out == [f"F{i}!" for i in range(6)]
-    assert len(unpacked) == 6 and os.getpid() not in unpacked  # packed in workers, unpacked here
-    assert run_jobs(_job, items, 1, transfer=(_pack_in_worker, unpack)) == [f"F{i}" for i in range(6)]
-    assert len(unpacked) == 6  # in-process: nothing travels, nothing is packed
-
-
-def test_run_jobs_transfer_also_serves_items_run_alone(monkeypatch) -> None:
-    from lints import files
-
-    # every task is lost to the pool: each item then runs in a process of its own
-    monkeypatch.setattr(files, "_pool_round", lambda func, pack, unpack, items, tasks, *a: tasks)
-    out = run_jobs(_job, ["ab", "kill", "cd"], 2, on_crash=lambda item, why: ("crashed", item),
-                   transfer=(_pack_in_worker, lambda packed: packed[0]))
-    assert out == ["AB", ("crashed", "kill"), "CD"]  # packed there ("AB", pid), unpacked here
