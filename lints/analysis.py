@@ -15,7 +15,8 @@ from .options import Config
 from .phases import Phases
 from .project import EXTERNAL, Project
 from .regions import INFERENCE, Mode, Regions
-from .summary import C_ARGS, C_COL, C_FUNC, C_KWARGS, C_LINE, D_COL, D_EXPR, D_LINE, I_COL, I_EXPR, I_LINE, W_ITEMS
+from .summary import (C_ARGS, C_COL, C_FUNC, C_KWARGS, C_LINE, C_WITH, D_COL, D_EXPR, D_LINE, I_COL, I_EXPR, I_LINE,
+                      R_WITH, R_YIELD, W_ENTER, W_ITEMS, W_PARENT)
 
 
 class ServingMode(NamedTuple):
@@ -88,15 +89,15 @@ class ProjectAnalysis:
         """Whether a region makes any call (a region that calls nothing allocates nothing)."""
         fn = self.project.function(fid)
         if with_index < 0:
-            decorators = {dec[0][1] for dec in fn["dec"] if dec[0][0] == "c"}
+            decorators = {dec[D_EXPR][1] for dec in fn["dec"] if dec[D_EXPR][0] == "c"}
             return bool(fn["nested"]) or any(i not in decorators for i in range(len(fn["calls"])))
         withs = fn["withs"]
         # a call inside, or a yield: a context manager yielding there runs its caller's block
-        for current in [call[5] for call in fn["calls"]] + [ret[3] for ret in fn["rets"] if ret[4]]:
+        for current in [call[C_WITH] for call in fn["calls"]] + [ret[R_WITH] for ret in fn["rets"] if ret[R_YIELD]]:
             while current >= 0:
                 if current == with_index:
                     return True
-                current = withs[current][3]
+                current = withs[current][W_PARENT]
         return False
 
     @functools.cached_property
@@ -115,7 +116,7 @@ class ProjectAnalysis:
                 if expr[0] == "c":
                     mode = self._switch_call(fid, expr[1])
                     if mode is not None:
-                        role = "enter_context" if record[4] else "with"
+                        role = "enter_context" if record[W_ENTER] else "with"
                         out.append(Switch(fid, role, mode, item[I_LINE], item[I_COL],
                                           self._text(calls[expr[1]]), expr[1], w_index, i_index))
                         claimed.add(expr[1])

@@ -19,7 +19,8 @@ from .callgraph import CallGraph
 from .project import EXTERNAL, FIELD, GLOBAL, LOCAL, Project
 from .regions import Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_COL, C_FUNC, C_GUARD, C_KWARGS,
-                      C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_VALUE, R_YIELD,
+                      C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE, R_VALUE, R_WITH,
+                      R_YIELD,
                       callee_leaf)
 
 
@@ -133,8 +134,8 @@ class Buffers:
             if self._cached_getter(fid, fn):
                 for ret in fn["rets"]:
                     if not ret[R_YIELD] and self._is_factory(fid, ret[R_VALUE]):
-                        found.append(Allocation(BufferKey("getter", fid, fn["qual"]), fid, ret[1], ret[2], ret[3],
-                                                -1, f"returned by cached getter `{fn['qual']}()`", False))
+                        found.append(Allocation(BufferKey("getter", fid, fn["qual"]), fid, ret[R_LINE], ret[R_COL],
+                                                ret[R_WITH], -1, f"returned by cached getter `{fn['qual']}()`", False))
                         break
                 continue
             local_allocs: dict[str, list] = {}

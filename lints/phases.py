@@ -26,7 +26,7 @@ from .globs import name_match, path_match
 from .options import Config
 from .project import EXTERNAL, Project
 from .regions import INFERENCE, INFERENCE_OFF, NO_GRAD, Regions
-from .summary import C_FUNC, C_LINE, C_WITH, MODULE_SCOPE, W_LINE, W_PARENT
+from .summary import C_FUNC, C_LINE, C_WITH, D_LINE, MODULE_SCOPE, R_VALUE, W_LINE, W_PARENT
 
 WARM, SERVING = "warm", "serving"
 
@@ -105,7 +105,7 @@ class Phases:
             return True
         fn = self.project.function(fid)
         for ret in fn["rets"]:
-            value = ret[0]
+            value = ret[R_VALUE]
             if value[0] == "c":
                 func = fn["calls"][value[1]][C_FUNC]
                 if func[0] == "n":
@@ -254,7 +254,7 @@ class Phases:
             if fn["dec"]:
                 for mode, dec in self.regions.decorator_modes(fid):
                     if mode.mode == INFERENCE:
-                        out.append((fid, -1, Origin(fid, dec[1], f"@{mode.via.strip('`')}", self.is_warm(fid))))
+                        out.append((fid, -1, Origin(fid, dec[D_LINE], f"@{mode.via.strip('`')}", self.is_warm(fid))))
                         break
         return out
 
@@ -353,13 +353,14 @@ class Phases:
         project = self.project
         for mode, dec in self.regions.decorator_modes(fid):
             if mode.mode in (INFERENCE, NO_GRAD):
-                return mode.mode, f"{project.label(fid)} decorated {mode.via} at {project.where(fid, dec[1])}"
+                return mode.mode, f"{project.label(fid)} decorated {mode.via} at {project.where(fid, dec[D_LINE])}"
         fn = project.function(fid)
         for index, record in enumerate(fn["withs"]):
             for modes in self.regions.with_modes(fid, index):
                 for mode in modes:
                     if mode.mode in (INFERENCE, NO_GRAD):
-                        return mode.mode, f"{project.label(fid)} enters {mode.via} at {project.where(fid, record[0])}"
+                        where = project.where(fid, record[W_LINE])
+                        return mode.mode, f"{project.label(fid)} enters {mode.via} at {where}"
         reach = self.inference_reach()
         if fid in reach and not reach[fid][0].warm:
             origin = reach[fid][0]

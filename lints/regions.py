@@ -14,7 +14,8 @@ from typing import NamedTuple, Optional
 
 from . import names
 from .project import EXTERNAL, FUNC, GLOBAL, LOCAL, PARAM, Project
-from .summary import (MODULE_SCOPE, C_ARGS, C_FUNC, C_KWARGS, D_EXPR, I_EXPR, R_VALUE, R_WITH, R_YIELD, W_ITEMS, W_PARENT)
+from .summary import (MODULE_SCOPE, C_ARGS, C_FUNC, C_KWARGS, C_LINE, C_WITH, D_EXPR, I_EXPR, R_VALUE, R_WITH, R_YIELD,
+                      W_ITEMS, W_PARENT)
 
 INFERENCE, INFERENCE_OFF, NO_GRAD, ENABLE_GRAD, UNKNOWN, PARAM_MODE = (
     "inference_mode", "inference_off", "no_grad", "enable_grad", "unknown", "param")
@@ -207,11 +208,11 @@ class Regions:
         for index, call in enumerate(self.project.function(wrapper)["calls"]):
             func = call[C_FUNC]
             if func[0] == "n" and func[1] == wrapped_param:
-                for modes in self.enclosing_modes(wrapper, call[5]):
+                for modes in self.enclosing_modes(wrapper, call[C_WITH]):
                     for mode in modes:
                         if mode.mode in (INFERENCE, NO_GRAD, ENABLE_GRAD, INFERENCE_OFF):
                             return Mode(mode.mode, f"decorator `{decorator['qual']}` (runs the function under "
-                                                   f"{mode.via}, {self.project.where(wrapper, call[3])})", False,
+                                                   f"{mode.via}, {self.project.where(wrapper, call[C_LINE])})", False,
                                         "", mode.source or wrapper)
         return None
 

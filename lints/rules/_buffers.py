@@ -5,6 +5,7 @@ from typing import Optional
 
 from ..analysis import ProjectAnalysis
 from ..buffers import Allocation, Mutation
+from ..summary import G_PARENT
 
 
 def lazy_buffers(analysis: ProjectAnalysis) -> list[tuple[Allocation, list[Mutation]]]:
@@ -53,5 +54,5 @@ def _inside_guard(analysis: ProjectAnalysis, mutation: Mutation, alloc: Allocati
     while guard >= 0:
         if guard == alloc.guard:
             return True
-        guard = guards[guard][1]
+        guard = guards[guard][G_PARENT]
     return False

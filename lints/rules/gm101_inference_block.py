@@ -6,7 +6,7 @@ from ..analysis import ProjectAnalysis
 from ..model import Finding, Fix
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
-from ..summary import I_COL, I_LINE, W_COL, W_ITEMS, W_LINE
+from ..summary import I_AS, I_COL, I_LINE, W_COL, W_ITEMS, W_LINE
 from ._warm import mismatched_warm_functions, warm_switches, where
 
 
@@ -126,7 +126,7 @@ class InferenceModeBlockInWarmPath(Rule):
         for switch, why in warm_switches(analysis, INFERENCE):
             if switch.role == "with":
                 record = project.function(switch.fid)["withs"][switch.with_index]
-                fixes = (_with_fix(record, [switch.item], safe=not record[W_ITEMS][switch.item][3]),)
+                fixes = (_with_fix(record, [switch.item], safe=not record[W_ITEMS][switch.item][I_AS]),)
                 yield self.finding(analysis, switch.fid, switch.line, switch.col,
                                    f"`with {switch.text}` {where(analysis, switch.fid)}", (why, CRASH), fixes)
             elif switch.role == "enter_context":

@@ -7,8 +7,8 @@ from ..model import Finding, Fix
 from ..globs import name_match
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
-from ..summary import C_COL, C_LINE, C_WITH, I_COL, I_LINE, W_BARE_CALLS, W_COL, W_ENTER, W_INNER, W_ITEMS, W_LINE, \
-    W_PARENT, W_STATEMENTS
+from ..summary import (C_COL, C_FUNC, C_LINE, C_WITH, D_COL, D_LINE, I_AS, I_COL, I_LINE, W_BARE_CALLS, W_COL,
+                       W_ENTER, W_INNER, W_ITEMS, W_LINE, W_PARENT, W_STATEMENTS)
 
 
 class WarmPathCalledUnderInferenceMode(Rule):
@@ -84,7 +84,7 @@ class WarmPathCalledUnderInferenceMode(Rule):
                     if warm is not None:
                         warm_calls[index] = warm
                         break
-                func = call[0]
+                func = call[C_FUNC]
                 if not targets and func[0] == "n" and (pattern := name_match(func[1].rsplit(".", 1)[-1],
                                                                          analysis.config.path_patterns)):
                     names_only[index] = f"`{func[1]}()` matches `{pattern}` (its class is not known)"
@@ -103,7 +103,7 @@ class WarmPathCalledUnderInferenceMode(Rule):
                     callee = project.label(warm)
                     note = f"{callee} is a warm path ({phases.why_warm(warm)})"
                 else:
-                    callee, note = f"`{call[0][1]}()`", names_only[index]
+                    callee, note = f"`{call[C_FUNC][1]}()`", names_only[index]
                 yield self.finding(analysis, fid, call[C_LINE], call[C_COL],
                                    f"warm path {callee} called under {origin.via} (line {origin.line})",
                                    (note, CRASH) + (("the caller is shared with serving: fix it there by hand",)
@@ -115,7 +115,7 @@ class WarmPathCalledUnderInferenceMode(Rule):
         items = [i for i, modes in enumerate(analysis.regions.with_modes(fid, with_index))
                  if any(m.mode == INFERENCE and m.direct for m in modes)]
         safe = bool(items) and _only_warm(fn, with_index, warm_calls) and not any(
-            record[W_ITEMS][i][3] for i in items)
+            record[W_ITEMS][i][I_AS] for i in items)
         positions = tuple((record[W_ITEMS][i][I_LINE], record[W_ITEMS][i][I_COL]) for i in items)
         if record[W_ENTER]:  # `stack.enter_context(torch.inference_mode())`: the switch becomes a null context
             return Fix("null_context", positions[0] if positions else (record[W_LINE], record[W_COL]), bool(items))
@@ -134,4 +134,4 @@ def _only_warm(fn: dict, with_index: int, warm_calls: set[int]) -> bool:
 
 
 def _decorator_col(fn: dict, line: int) -> int:
-    return next((dec[2] for dec in fn["dec"] if dec[1] == line), 0)
+    return next((dec[D_COL] for dec in fn["dec"] if dec[D_LINE] == line), 0)
