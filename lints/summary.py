@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator, Optional
 from .files import source_lines
 from .names import NOTABLE_CALL_LEAVES
 
-SCHEMA = 5
+SCHEMA = 6
 MODULE_SCOPE = "<module>"
 _UNKNOWN = ["?"]
 
@@ -92,7 +92,7 @@ class _Scope:
 def _new_function(name: str, qual: str, line: int, col: int, cls: Optional[str], parent: Optional[str]) -> dict:
     return {"name": name, "qual": qual, "line": line, "col": col, "cls": cls, "parent": parent,
             "params": [], "ann": {}, "defaults": {}, "dec": [], "calls": [], "withs": [], "rets": [],
-            "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [], "async": False,
+            "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [],
             "notable": []}
 
 
@@ -397,7 +397,6 @@ class _Summarizer:
             qual = f"{qual}@{node.lineno}"
         line, col = self.pos(node)
         data = _new_function(node.name, qual, line, col, cls, parent)
-        data["async"] = isinstance(node, ast.AsyncFunctionDef)
         scope = _Scope(data, qual)
         for dec in node.decorator_list:
             dline, dcol = self.pos(dec)
