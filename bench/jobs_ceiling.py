@@ -8,7 +8,8 @@ A cold ``-j 1`` run is start-up, summarising every module, the whole-project ana
 cache write. Any design that summarises in worker processes and analyses the project in one
 process pays at ``-j 2`` at least start-up, the summarising split over two workers that hand
 nothing back, and the analysis (the cache write counted as free, beside it). The ceiling is
-``-j 1`` over that least ``-j 2``; the hand-over is what handing the summaries back costs.
+``-j 1`` over that least ``-j 2``; the hand-over is what handing the summaries back costs. And
+no run takes less than its CPU time over the cores: the CLI runs' CPU is measured too.
 Each figure is the median of 3 interleaved rounds. Raw figures: .bench/results/jobs_ceiling.json.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -41,14 +43,21 @@ def _fresh(name: str) -> Path:
     return folder
 
 
-def cli_run(tree: Path, package: str, jobs: int) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # waited-for descendants: workers, the cache writer
+    return usage.ru_utime + usage.ru_stime
+
+
+def cli_run(tree: Path, package: str, jobs: int) -> tuple[float, float]:
+    """Wall and CPU seconds (the process and its children, user + system) of one cold run."""
+    cpu = _children_cpu()
     start = time.perf_counter()
     proc = subprocess.run([PY, "-m", "lints", package, "-q", "-j", str(jobs), "--cache-dir", str(_fresh(f"j{jobs}"))],
                           cwd=tree, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise SystemExit(f"bench: -j {jobs} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-2000:]}")
-    return wall
+    return wall, _children_cpu() - cpu
 
 
 def probe_run(tree: Path) -> dict:
@@ -76,9 +85,11 @@ def probe(cache_dir: str) -> None:
     out = {}
 
     def timed(name, call):
-        start = time.perf_counter()
+        start, cpu, workers = time.perf_counter(), time.process_time(), _children_cpu()
         result = call()
         out[name] = time.perf_counter() - start
+        out[name + "_cpu_main"] = time.process_time() - cpu
+        out[name + "_cpu_workers"] = _children_cpu() - workers  # the pool's, waited for when it shuts down
         return result
 
     with files.collector_paused():
@@ -114,7 +125,8 @@ def main() -> None:
         raise SystemExit(f"bench: no {tree / args.package}: run python bench/corpus.py {args.tree}")
     runs: dict[str, list[float]] = {}
     for i in range(args.rounds):
-        row = {"cli_j1": cli_run(tree, args.package, 1), "cli_j2": cli_run(tree, args.package, 2), **probe_run(tree)}
+        (j1, j1_cpu), (j2, j2_cpu) = cli_run(tree, args.package, 1), cli_run(tree, args.package, 2)
+        row = {"cli_j1": j1, "cli_j2": j2, "cli_j1_cpu": j1_cpu, "cli_j2_cpu": j2_cpu, **probe_run(tree)}
         for name, value in row.items():
             runs.setdefault(name, []).append(round(value, 3))
         print(f"  round {i + 1}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
@@ -123,6 +135,9 @@ def main() -> None:
     rows = [
         ("cold `-j 1` (CLI)", m["cli_j1"]),
         ("cold `-j 2` (CLI)", m["cli_j2"]),
+        ("CPU of the cold `-j 1` run (user + system, its processes)", m["cli_j1_cpu"]),
+        ("CPU of the cold `-j 2` run", m["cli_j2_cpu"]),
+        (f"least `-j 2` by CPU = its CPU / {os.cpu_count()} cores", m["cli_j2_cpu"] / os.cpu_count()),
         ("summarising, in process (`-j 1`)", m["summarise_j1"]),
         ("cache write, in process (`-j 1`)", m["cache_write_j1"]),
         ("whole-project analysis and rules", m["analysis"]),
@@ -134,6 +149,9 @@ def main() -> None:
     print("| part | s |\n| --- | --- |")
     for name, value in rows:
         print(f"| {name} | {value:.2f} |")
+    for name in ("summarise_j2", "summarise_j2_no_handover"):
+        print(f"{name}: CPU of the main process {m[name + '_cpu_main']:.2f} s, of the workers "
+              f"{m[name + '_cpu_workers']:.2f} s")
     print(f"\n`-j 2` / `-j 1`: {m['cli_j1'] / m['cli_j2']:.2f}x; ceiling (-j 1 / least -j 2): "
           f"{m['cli_j1'] / least_j2:.2f}x; hand-over: {m['summarise_j2'] - m['summarise_j2_no_handover']:.2f} s")
     (BENCH / "results").mkdir(parents=True, exist_ok=True)
