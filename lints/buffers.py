@@ -20,8 +20,7 @@ from .project import EXTERNAL, FIELD, GLOBAL, LOCAL, Project
 from .regions import Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_COL, C_FUNC, C_GUARD, C_KWARGS,
                       C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE, R_VALUE, R_WITH,
-                      R_YIELD,
-                      callee_leaf)
+                      R_YIELD, callee_leaf)
 
 
 class BufferKey(NamedTuple):
