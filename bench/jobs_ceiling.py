@@ -2,7 +2,7 @@
 measured inside one process, in one run on the same tree.
 
     python bench/corpus.py sglang-0.5.15
-    python bench/jobs_ceiling.py            # about 2 minutes on 2 cores
+    python bench/jobs_ceiling.py            # about 3 minutes on 2 cores
 
 A cold ``-j 1`` run is start-up, summarising every module, the whole-project analysis and the
 cache write. Any design that summarises in worker processes and analyses the project in one
@@ -10,7 +10,7 @@ process pays at ``-j 2`` at least start-up, the summarising split over two worke
 nothing back, and the analysis (the cache write counted as free, beside it). The ceiling is
 ``-j 1`` over that least ``-j 2``; the hand-over is what handing the summaries back costs. And
 no run takes less than its CPU time over the cores: the CLI runs' CPU is measured too.
-Each figure is the median of 3 interleaved rounds. Raw figures: .bench/results/jobs_ceiling.json.
+Each figure is the median of 5 interleaved rounds, after one untimed run. Raw figures: .bench/results/jobs_ceiling.json.
 """
 from __future__ import annotations
 
@@ -60,11 +60,12 @@ def cli_run(tree: Path, package: str, jobs: int) -> tuple[float, float]:
     return wall, _children_cpu() - cpu
 
 
-def probe_run(tree: Path) -> dict:
-    proc = subprocess.run([PY, str(Path(__file__).resolve()), "--probe", str(_fresh("probe"))], cwd=tree, env=_env(),
-                          capture_output=True, text=True)
+def probe_run(tree: Path, part: str) -> dict:
+    """One part of the probe, in a fresh process (a heap that just freed every summary runs faster)."""
+    proc = subprocess.run([PY, str(Path(__file__).resolve()), "--probe", part, str(_fresh("probe"))], cwd=tree,
+                          env=_env(), capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"bench: probe failed: {proc.stderr[-2000:]}")
+        raise SystemExit(f"bench: probe {part} failed: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -76,7 +77,7 @@ def _key_only(job):
     return key
 
 
-def probe(cache_dir: str) -> None:
+def probe(part: str, cache_dir: str) -> None:
     """The parts of a cold run, each timed in this process (the tree is the working folder)."""
     from lints import engine, files
     from lints.options import Config
@@ -93,69 +94,106 @@ def probe(cache_dir: str) -> None:
         return result
 
     with files.collector_paused():
-        # the workers first, forked from a process that holds no summaries yet (as the CLI's are)
-        jobs = [engine._Job(e.path, e.module, e.is_package, files.MAX_FILE_BYTES)
-                for e in engine.project_files(".", config, read_keys=False)]
-        timed("summarise_j2_no_handover", lambda: files.run_jobs(_key_only, jobs, 2, weight=engine._job_weight,
-                                                                 batch_weight=engine.SUMMARY_BATCH_BYTES))
-        handed = timed("summarise_j2", lambda: engine.collect_summaries(
-            engine.project_files(".", config, read_keys=False), 2, None))
-        del handed
-        cache = engine.SummaryCache(Path(cache_dir))
-        entries = engine.project_files(".", config, read_keys=False)
-        summaries, _ = timed("summarise_j1", lambda: engine.collect_summaries(entries, 1, cache))
-        timed("cache_write_j1", lambda: cache.save()())
-        timed("analysis", lambda: engine.run_rules(engine.analyse(summaries, config), config))
+        if part == "j2":  # workers forked from a process that holds no summaries yet, as the CLI's are
+            jobs = [engine._Job(e.path, e.module, e.is_package, files.MAX_FILE_BYTES)
+                    for e in engine.project_files(".", config, read_keys=False)]
+            timed("summarise_j2_no_handover", lambda: files.run_jobs(_key_only, jobs, 2, weight=engine._job_weight,
+                                                                     batch_weight=engine.SUMMARY_BATCH_BYTES))
+            timed("summarise_j2", lambda: engine.collect_summaries(
+                engine.project_files(".", config, read_keys=False), 2, None))
+        else:  # as a cold -j 1 run does it: summarise, write the cache, analyse
+            cache = engine.SummaryCache(Path(cache_dir))
+            entries = engine.project_files(".", config, read_keys=False)
+            summaries, _ = timed("summarise_j1", lambda: engine.collect_summaries(entries, 1, cache))
+            timed("cache_write_j1", lambda: cache.save()())
+            timed("analysis", lambda: engine.run_rules(engine.analyse(summaries, config), config))
     print(json.dumps(out))
+
+
+def _derived(row: dict, cores: int) -> dict:
+    """The bounds, from the medians: each is a sum of parts timed in different processes, and one
+    slow process in a round would move a per-round difference by more than the hand-over."""
+    least = row["cli_j1"] - row["summarise_j1"] - row["cache_write_j1"] + row["summarise_j2_no_handover"]
+    return {"speedup": row["cli_j1"] / row["cli_j2"], "least_j2_by_cpu": row["cli_j2_cpu"] / cores,
+            "least_j2": least, "ceiling": row["cli_j1"] / least,
+            "handover": row["summarise_j2"] - row["summarise_j2_no_handover"],
+            "handover_cpu_main": row["summarise_j2_cpu_main"] - row["summarise_j2_no_handover_cpu_main"],
+            "handover_cpu_workers": row["summarise_j2_cpu_workers"] - row["summarise_j2_no_handover_cpu_workers"]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tree", default="sglang-0.5.15", help="a folder of .bench/corpus (bench/corpus.py)")
     parser.add_argument("--package", default="sglang")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--probe", metavar="CACHE_DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--probe", nargs=2, metavar=("PART", "CACHE_DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe:
         sys.path.insert(0, str(REPO))
-        probe(args.probe)
+        probe(*args.probe)
         return
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     tree = BENCH / "corpus" / args.tree
     if not (tree / args.package).is_dir():
         raise SystemExit(f"bench: no {tree / args.package}: run python bench/corpus.py {args.tree}")
+    if not Path(PY).is_file():
+        raise SystemExit(f"bench: no {PY}: set up the project venv first (README)")
+    # Worker CPU is counted through RUSAGE_CHILDREN: with another start method a forkserver (never
+    # waited for) would be the workers' parent, and their CPU would be missing.
+    start_method = subprocess.run([PY, "-c", "import multiprocessing as m; print(m.get_start_method())"],
+                                  capture_output=True, text=True).stdout.strip()
+    if start_method != "fork":
+        raise SystemExit(f"bench: the worker start method is {start_method!r}, not 'fork': CPU would be undercounted")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    cli_run(tree, args.package, 2)  # untimed: the first read of the tree was up to 2 s slower
     runs: dict[str, list[float]] = {}
     for i in range(args.rounds):
         (j1, j1_cpu), (j2, j2_cpu) = cli_run(tree, args.package, 1), cli_run(tree, args.package, 2)
-        row = {"cli_j1": j1, "cli_j2": j2, "cli_j1_cpu": j1_cpu, "cli_j2_cpu": j2_cpu, **probe_run(tree)}
+        row = {"cli_j1": j1, "cli_j2": j2, "cli_j1_cpu": j1_cpu, "cli_j2_cpu": j2_cpu,
+               **probe_run(tree, "j2"), **probe_run(tree, "j1")}
         for name, value in row.items():
             runs.setdefault(name, []).append(round(value, 3))
         print(f"  round {i + 1}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
-    m = {name: statistics.median(values) for name, values in runs.items()}
-    least_j2 = m["cli_j1"] - m["summarise_j1"] - m["cache_write_j1"] + m["summarise_j2_no_handover"]
+
+    medians = {name: statistics.median(values) for name, values in runs.items()}
+    derived = _derived(medians, cores)
+
+    def cell(name: str) -> str:
+        if name in derived:
+            return f"{derived[name]:.2f}"
+        values = runs[name]
+        return f"{medians[name]:.2f} ({min(values):.2f}-{max(values):.2f})"
+
     rows = [
-        ("cold `-j 1` (CLI)", m["cli_j1"]),
-        ("cold `-j 2` (CLI)", m["cli_j2"]),
-        ("CPU of the cold `-j 1` run (user + system, its processes)", m["cli_j1_cpu"]),
-        ("CPU of the cold `-j 2` run", m["cli_j2_cpu"]),
-        (f"least `-j 2` by CPU = its CPU / {os.cpu_count()} cores", m["cli_j2_cpu"] / os.cpu_count()),
-        ("summarising, in process (`-j 1`)", m["summarise_j1"]),
-        ("cache write, in process (`-j 1`)", m["cache_write_j1"]),
-        ("whole-project analysis and rules", m["analysis"]),
-        ("summarising, 2 workers, summaries handed back", m["summarise_j2"]),
-        ("summarising, 2 workers, nothing handed back", m["summarise_j2_no_handover"]),
-        ("least `-j 2` = `-j 1` - summarising - cache write + the line above", least_j2),
+        ("cold `-j 1` (CLI)", "cli_j1", "cli_j1_cpu", None),
+        ("cold `-j 2` (CLI)", "cli_j2", "cli_j2_cpu", None),
+        ("summarising, in process (`-j 1`)", "summarise_j1", None, None),
+        ("cache write, in process (`-j 1`)", "cache_write_j1", None, None),
+        ("whole-project analysis and rules", "analysis", None, None),
+        ("summarising, 2 workers, summaries handed back", "summarise_j2", "summarise_j2_cpu_main",
+         "summarise_j2_cpu_workers"),
+        ("summarising, 2 workers, nothing handed back", "summarise_j2_no_handover",
+         "summarise_j2_no_handover_cpu_main", "summarise_j2_no_handover_cpu_workers"),
+        ("hand-over (the difference of the two lines above)", "handover", "handover_cpu_main",
+         "handover_cpu_workers"),
+        (f"least `-j 2` by CPU: its CPU / {cores} cores", "least_j2_by_cpu", None, None),
+        ("least `-j 2` by design: `-j 1` - summarising - cache write + nothing handed back", "least_j2", None, None),
     ]
-    print(f"\n{args.tree}, {os.cpu_count()} CPUs, median of {args.rounds} interleaved rounds\n")
-    print("| part | s |\n| --- | --- |")
-    for name, value in rows:
-        print(f"| {name} | {value:.2f} |")
-    for name in ("summarise_j2", "summarise_j2_no_handover"):
-        print(f"{name}: CPU of the main process {m[name + '_cpu_main']:.2f} s, of the workers "
-              f"{m[name + '_cpu_workers']:.2f} s")
-    print(f"\n`-j 2` / `-j 1`: {m['cli_j1'] / m['cli_j2']:.2f}x; ceiling (-j 1 / least -j 2): "
-          f"{m['cli_j1'] / least_j2:.2f}x; hand-over: {m['summarise_j2'] - m['summarise_j2_no_handover']:.2f} s")
+    print(f"\n{args.tree} at {commit}: {cores} cores, start method {start_method}; "
+          f"median (min-max) of {args.rounds} interleaved rounds; the last three lines from the medians\n")
+    print("| part | wall s | CPU s, main process (CLI: all processes) | CPU s, workers |\n| --- | --- | --- | --- |")
+    for label, wall, cpu_main, cpu_workers in rows:
+        print(f"| {label} | {cell(wall)} | {cell(cpu_main) if cpu_main else ''} | "
+              f"{cell(cpu_workers) if cpu_workers else ''} |")
+    print(f"\nspeed-up, `-j 1` / `-j 2`: {cell('speedup')}x; ceiling by design, `-j 1` / least `-j 2`: "
+          f"{cell('ceiling')}x")
     (BENCH / "results").mkdir(parents=True, exist_ok=True)
-    (BENCH / "results" / "jobs_ceiling.json").write_text(json.dumps({"tree": args.tree, "runs": runs}, indent=1))
+    (BENCH / "results" / "jobs_ceiling.json").write_text(json.dumps(
+        {"tree": args.tree, "commit": commit, "cores": cores, "start_method": start_method, "runs": runs,
+         "from_medians": derived}, indent=1))
 
 
 if __name__ == "__main__":

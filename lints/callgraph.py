@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from .project import CLASS, FUNC, INSTANCE, LOCAL, Project, fid_of
-from .summary import C_ARGS, C_FUNC, C_KWARGS, C_LINE
+from .summary import C_ARGS, C_FUNC, C_KWARGS, C_LINE, D_EXPR
 
 _GENERIC_METHODS = frozenset({"forward", "__call__", "__init__", "run", "apply", "get", "update", "step",
                               "execute", "call", "process", "build", "setup", "init", "reset", "close"})
@@ -97,7 +97,7 @@ class CallGraph:
         summary, fn = project.functions[fid]
         out: list[Edge] = []
         # a decorator runs once, where the function is defined: not when it is called
-        decorators = {dec[0][1] for dec in fn["dec"] if dec[0][0] == "c"}
+        decorators = {dec[D_EXPR][1] for dec in fn["dec"] if dec[D_EXPR][0] == "c"}
         for index, call in enumerate(fn["calls"]):
             if index in decorators:
                 continue
