@@ -18,29 +18,15 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-BENCH = REPO / ".bench"
-WORK = BENCH / "jobs_ceiling"
-PY = str(REPO / ".venv" / "bin" / "python")
-
-
-def _env() -> dict:
-    environ = {k: v for k, v in os.environ.items() if k not in ("GRADMODE_CACHE_DIR", "PYTHONPATH")}
-    environ.update(PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1")
-    return environ
-
-
-def _fresh(name: str) -> Path:
-    folder = WORK / name
-    shutil.rmtree(folder, ignore_errors=True)
-    return folder
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import targets  # noqa: E402
+from targets import BENCH, PY, REPO, environment, fresh  # noqa: E402
 
 
 def _children_cpu() -> float:
@@ -51,19 +37,15 @@ def _children_cpu() -> float:
 def cli_run(tree: Path, package: str, jobs: int) -> tuple[float, float]:
     """Wall and CPU seconds (the process and its children, user + system) of one cold run."""
     cpu = _children_cpu()
-    start = time.perf_counter()
-    proc = subprocess.run([PY, "-m", "lints", package, "-q", "-j", str(jobs), "--cache-dir", str(_fresh(f"j{jobs}"))],
-                          cwd=tree, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"bench: -j {jobs} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-2000:]}")
-    return wall, _children_cpu() - cpu
+    result = targets.run([PY, "-m", "lints", package, "-q", "-j", str(jobs), "--cache-dir",
+                          str(fresh(f"ceiling-j{jobs}"))], tree, linter=REPO)
+    return result["wall"], _children_cpu() - cpu
 
 
 def probe_run(tree: Path, part: str) -> dict:
     """One part of the probe, in a fresh process (a heap that just freed every summary runs faster)."""
-    proc = subprocess.run([PY, str(Path(__file__).resolve()), "--probe", part, str(_fresh("probe"))], cwd=tree,
-                          env=_env(), capture_output=True, text=True)
+    proc = subprocess.run([PY, str(Path(__file__).resolve()), "--probe", part, str(fresh("ceiling-probe"))],
+                          cwd=tree, env=environment(REPO), capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"bench: probe {part} failed: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -82,10 +82,18 @@ def _rss(pids: set[int]) -> int:
     return total
 
 
-def run(argv: list[str], cwd: Path, env: dict | None = None, timeout: float | None = None) -> dict:
-    """Wall seconds, exit status and peak RSS (MiB, sampled sum over the process tree) of one command."""
+def environment(linter: Path = SNAP, **extra: str) -> dict:
+    """This process's environment, with ``linter`` (a folder holding ``lints/``) first on the path
+    and no cache folder of the user's."""
     environ = {k: v for k, v in os.environ.items() if k not in ("GRADMODE_CACHE_DIR", "PYTHONPATH")}
-    environ.update(PYTHONPATH=str(SNAP), PYTHONDONTWRITEBYTECODE="1", **(env or {}))
+    environ.update(PYTHONPATH=str(linter), PYTHONDONTWRITEBYTECODE="1", **extra)
+    return environ
+
+
+def run(argv: list[str], cwd: Path, env: dict | None = None, timeout: float | None = None,
+        linter: Path = SNAP) -> dict:
+    """Wall seconds, exit status and peak RSS (MiB, sampled sum over the process tree) of one command."""
+    environ = environment(linter, **(env or {}))
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak, done = [0], threading.Event()

@@ -83,7 +83,7 @@ class Buffers:
             return func[2] in names.TENSOR_METHOD_FACTORIES
         if func[0] != "n":
             return False
-        leaf = func[1].rsplit(".", 1)[-1]
+        leaf = callee_leaf(func)
         if "." in func[1] and leaf in names.TENSOR_METHOD_FACTORIES:
             return True
         if f"torch.{leaf}" not in names.TORCH_FACTORIES:
@@ -389,7 +389,7 @@ class Buffers:
         for fid, (_summary, fn) in self.project.functions.items():
             for index, call in enumerate(fn["calls"]):
                 func = call[C_FUNC]
-                if func[0] != "n" or func[1].rsplit(".", 1)[-1] not in leaves:
+                if func[0] != "n" or callee_leaf(func) not in leaves:
                     continue
                 for target in self.graph.call_targets(fid, index):
                     for param, mutation in writers.get(target, []):

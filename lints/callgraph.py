@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from .project import CLASS, FUNC, INSTANCE, LOCAL, Project, fid_of
-from .summary import C_ARGS, C_FUNC, C_KWARGS, C_LINE, D_EXPR
+from .summary import C_ARGS, C_FUNC, C_KWARGS, C_LINE, D_EXPR, callee_leaf
 
 _GENERIC_METHODS = frozenset({"forward", "__call__", "__init__", "run", "apply", "get", "update", "step",
                               "execute", "call", "process", "build", "setup", "init", "reset", "close"})
@@ -84,7 +84,7 @@ class CallGraph:
         elif value[0] == "c":
             call = self.project.function(fid)["calls"][value[1]]
             func = call[C_FUNC]
-            if func[0] == "n" and func[1].rsplit(".", 1)[-1] == "partial" and call[C_ARGS]:
+            if func[0] == "n" and callee_leaf(func) == "partial" and call[C_ARGS]:
                 return self.function_ref(fid, call[C_ARGS][0])
         return None
 

@@ -26,7 +26,7 @@ from .globs import name_match, path_match
 from .options import Config
 from .project import EXTERNAL, Project
 from .regions import INFERENCE, INFERENCE_OFF, NO_GRAD, Regions
-from .summary import C_FUNC, C_LINE, C_WITH, D_LINE, MODULE_SCOPE, R_VALUE, W_LINE, W_PARENT
+from .summary import C_FUNC, C_LINE, C_WITH, D_LINE, MODULE_SCOPE, R_VALUE, W_LINE, W_PARENT, callee_leaf
 
 WARM, SERVING = "warm", "serving"
 
@@ -81,7 +81,7 @@ class Phases:
         for index in fn["notable"]:
             call = calls[index]
             func = call[C_FUNC]
-            if func[0] != "n" or (leaf := func[1].rsplit(".", 1)[-1]) not in names.SEMANTIC_LEAVES:
+            if func[0] != "n" or (leaf := callee_leaf(func)) not in names.SEMANTIC_LEAVES:
                 continue
             if leaf == "capture_begin":
                 found = f"calls `{func[1]}()` at line {call[C_LINE]}"

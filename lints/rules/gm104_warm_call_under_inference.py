@@ -8,7 +8,7 @@ from ..globs import name_match
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
 from ..summary import (C_COL, C_FUNC, C_LINE, C_WITH, D_COL, D_LINE, I_AS, I_COL, I_LINE, W_BARE_CALLS, W_COL,
-                       W_ENTER, W_INNER, W_ITEMS, W_LINE, W_PARENT, W_STATEMENTS)
+                       W_ENTER, W_INNER, W_ITEMS, W_LINE, W_PARENT, W_STATEMENTS, callee_leaf)
 
 
 class WarmPathCalledUnderInferenceMode(Rule):
@@ -85,7 +85,7 @@ class WarmPathCalledUnderInferenceMode(Rule):
                         warm_calls[index] = warm
                         break
                 func = call[C_FUNC]
-                if not targets and func[0] == "n" and (pattern := name_match(func[1].rsplit(".", 1)[-1],
+                if not targets and func[0] == "n" and (pattern := name_match(callee_leaf(func),
                                                                          analysis.config.path_patterns)):
                     names_only[index] = f"`{func[1]}()` matches `{pattern}` (its class is not known)"
                     warm_calls[index] = ""
