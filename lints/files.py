@@ -10,6 +10,7 @@ import errno
 import gc
 import io
 import os
+import pickle
 import re
 import signal
 import stat
@@ -287,8 +288,26 @@ def _batches(order: list[int], sizes: list[int], batch_weight: int) -> list[list
     return tasks
 
 
-def _apply_each(func: Callable[[U], T], items: list[U]) -> list[T]:
-    return [func(item) for item in items]
+def _apply_each(func: Callable[[U], T], items: list[U]) -> bytes:
+    """A worker's task: ``func`` over ``items``, the results pickled for the main process (``_loads_results``)."""
+    results = [func(item) for item in items]
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    # Without the memo: results are acyclic trees of small lists (a summary is millions of them), and
+    # memoising each one took the workers 2.0 s of CPU on sglang 0.5.15 against 0.0-0.6 s without.
+    # A cycle is detected, and then the results go with the memo.
+    pickler.fast = True
+    try:
+        pickler.dump(results)
+    except ValueError:
+        return pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)
+    return buffer.getvalue()
+
+
+def _loads_results(data: bytes) -> list:
+    """What ``_apply_each`` sent: pickled by our own worker, on the pool's pipe (which itself carries
+    pickles); nothing read from a file or a checkout is ever unpickled."""
+    return pickle.loads(data)
 
 
 def _weight(item: object) -> int:
@@ -346,7 +365,7 @@ def _pool_round(func, items, tasks: list[list[int]], workers: int, results: dict
             remaining -= 1
             n = futures[future]
             try:
-                values = future.result()
+                values = _loads_results(future.result())
             except concurrent.futures.process.BrokenProcessPool:
                 lost.append(n)
                 continue

@@ -229,6 +229,47 @@ def test_run_jobs_survives_a_dying_worker() -> None:
     assert out == ["A", ("crashed", "kill"), "B"] and seen == [1, 1, 1]
 
 
+def _cyclic(item: str) -> list:
+    value: list = [item]
+    value.append(value)
+    return value
+
+
+def _shared(item: str) -> list:
+    leaf = [item]
+    return [leaf, leaf, {"k": leaf}]
+
+
+def _raises(item: str) -> str:
+    if item == "bad":
+        raise KeyError(item)
+    return item
+
+
+def test_run_jobs_hands_back_cyclic_and_shared_results_as_they_were() -> None:
+    # Results travel pickled without a memo; a cycle makes them travel with it.
+    out = run_jobs(_cyclic, ["a", "b", "c"], 2)
+    assert [value[0] for value in out] == ["a", "b", "c"]
+    assert all(value[1] is value for value in out)
+    out = run_jobs(_shared, ["a", "b"], 2)
+    assert out == [[["a"], ["a"], {"k": ["a"]}], [["b"], ["b"], {"k": ["b"]}]]
+
+
+def test_run_jobs_raises_what_the_job_raises() -> None:
+    with pytest.raises(KeyError, match="bad"):
+        run_jobs(_raises, ["a", "bad", "c"], 2)
+
+
+def test_summaries_from_workers_equal_those_made_in_process() -> None:
+    from lints.engine import collect_summaries, project_files
+
+    entries = project_files(str(FIXTURES), Config(), read_keys=False)
+    assert len(entries) > 3
+    alone, alone_errors = collect_summaries(project_files(str(FIXTURES), Config(), read_keys=False), 1, None)
+    parallel, parallel_errors = collect_summaries(entries, 2, None)
+    assert parallel == alone and parallel_errors == alone_errors and alone
+
+
 def test_run_jobs_in_batches_blames_only_the_item_that_kills_its_worker(monkeypatch) -> None:
     from lints import files
 
