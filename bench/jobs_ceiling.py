@@ -9,7 +9,8 @@ cache write. Any design that summarises in worker processes and analyses the pro
 process pays at ``-j 2`` at least start-up, the summarising split over two workers that hand
 nothing back, and the analysis (the cache write counted as free, beside it). The ceiling is
 ``-j 1`` over that least ``-j 2``; the hand-over is what handing the summaries back costs. And
-no run takes less than its CPU time over the cores: the CLI runs' CPU is measured too.
+no run takes less than its CPU time over the cores: the CLI runs' CPU is measured too. How well
+the machine itself runs such work on two cores is the ``ast`` parse-only floor's own speed-up.
 Each figure is the median of 5 interleaved rounds, after one untimed run. Raw figures: .bench/results/jobs_ceiling.json.
 """
 from __future__ import annotations
@@ -59,6 +60,22 @@ def _key_only(job):
     return key
 
 
+def _parse_only(job) -> int:
+    """The ``ast`` parse-only floor of one file: read and parse it, hand back nothing."""
+    import ast
+    import warnings
+
+    try:
+        with open(job.path, "rb") as handle:
+            raw = handle.read()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(raw)
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    return 0
+
+
 def probe(part: str, cache_dir: str) -> None:
     """The parts of a cold run, each timed in this process (the tree is the working folder)."""
     from lints import engine, files
@@ -76,14 +93,17 @@ def probe(part: str, cache_dir: str) -> None:
         return result
 
     with files.collector_paused():
+        jobs = [engine._Job(e.path, e.module, e.is_package, files.MAX_FILE_BYTES)
+                for e in engine.project_files(".", config, read_keys=False)]
         if part == "j2":  # workers forked from a process that holds no summaries yet, as the CLI's are
-            jobs = [engine._Job(e.path, e.module, e.is_package, files.MAX_FILE_BYTES)
-                    for e in engine.project_files(".", config, read_keys=False)]
+            timed("parse_floor_j2", lambda: files.run_jobs(_parse_only, jobs, 2, weight=engine._job_weight,
+                                                           batch_weight=engine.SUMMARY_BATCH_BYTES))
             timed("summarise_j2_no_handover", lambda: files.run_jobs(_key_only, jobs, 2, weight=engine._job_weight,
                                                                      batch_weight=engine.SUMMARY_BATCH_BYTES))
             timed("summarise_j2", lambda: engine.collect_summaries(
                 engine.project_files(".", config, read_keys=False), 2, None))
         else:  # as a cold -j 1 run does it: summarise, write the cache, analyse
+            timed("parse_floor_j1", lambda: files.run_jobs(_parse_only, jobs, 1))
             cache = engine.SummaryCache(Path(cache_dir))
             entries = engine.project_files(".", config, read_keys=False)
             summaries, _ = timed("summarise_j1", lambda: engine.collect_summaries(entries, 1, cache))
@@ -96,7 +116,8 @@ def _derived(row: dict, cores: int) -> dict:
     """The bounds, from the medians: each is a sum of parts timed in different processes, and one
     slow process in a round would move a per-round difference by more than the hand-over."""
     least = row["cli_j1"] - row["summarise_j1"] - row["cache_write_j1"] + row["summarise_j2_no_handover"]
-    return {"speedup": row["cli_j1"] / row["cli_j2"], "least_j2_by_cpu": row["cli_j2_cpu"] / cores,
+    return {"speedup": row["cli_j1"] / row["cli_j2"], "floor_speedup": row["parse_floor_j1"] / row["parse_floor_j2"],
+            "summarise_speedup": row["summarise_j1"] / row["summarise_j2_no_handover"], "least_j2_by_cpu": row["cli_j2_cpu"] / cores,
             "least_j2": least, "ceiling": row["cli_j1"] / least,
             "handover": row["summarise_j2"] - row["summarise_j2_no_handover"],
             "handover_cpu_main": row["summarise_j2_cpu_main"] - row["summarise_j2_no_handover_cpu_main"],
@@ -161,6 +182,9 @@ def main() -> None:
          "summarise_j2_no_handover_cpu_main", "summarise_j2_no_handover_cpu_workers"),
         ("hand-over (the difference of the two lines above)", "handover", "handover_cpu_main",
          "handover_cpu_workers"),
+        ("`ast` parse-only floor, in process", "parse_floor_j1", None, None),
+        ("`ast` parse-only floor, 2 workers, nothing handed back", "parse_floor_j2", "parse_floor_j2_cpu_main",
+         "parse_floor_j2_cpu_workers"),
         (f"least `-j 2` by CPU: its CPU / {cores} cores", "least_j2_by_cpu", None, None),
         ("least `-j 2` by design: `-j 1` - summarising - cache write + nothing handed back", "least_j2", None, None),
     ]
@@ -171,7 +195,8 @@ def main() -> None:
         print(f"| {label} | {cell(wall)} | {cell(cpu_main) if cpu_main else ''} | "
               f"{cell(cpu_workers) if cpu_workers else ''} |")
     print(f"\nspeed-up, `-j 1` / `-j 2`: {cell('speedup')}x; ceiling by design, `-j 1` / least `-j 2`: "
-          f"{cell('ceiling')}x")
+          f"{cell('ceiling')}x; 2 workers against 1 process, nothing handed back: summarising "
+          f"{cell('summarise_speedup')}x, the `ast` parse-only floor {cell('floor_speedup')}x")
     (BENCH / "results").mkdir(parents=True, exist_ok=True)
     (BENCH / "results" / "jobs_ceiling.json").write_text(json.dumps(
         {"tree": args.tree, "commit": commit, "cores": cores, "start_method": start_method, "runs": runs,
