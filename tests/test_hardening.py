@@ -247,7 +247,6 @@ def _raises(item: str) -> str:
 
 
 def test_run_jobs_hands_back_cyclic_and_shared_results_as_they_were() -> None:
-    # Results travel pickled without a memo; a cycle makes them travel with it.
     out = run_jobs(_cyclic, ["a", "b", "c"], 2)
     assert [value[0] for value in out] == ["a", "b", "c"]
     assert all(value[1] is value for value in out)
