@@ -2,7 +2,7 @@
 measured inside one process, in one run on the same tree.
 
     python bench/corpus.py sglang-0.5.15
-    python bench/jobs_ceiling.py            # about 3 minutes on 2 cores
+    python bench/jobs_ceiling.py            # about 5 minutes on 2 cores
 
 A cold ``-j 1`` run is start-up, summarising every module, the whole-project analysis and the
 cache write. Any design that summarises in worker processes and analyses the project in one
