@@ -116,8 +116,10 @@ def _derived(row: dict, cores: int) -> dict:
     """The bounds, from the medians: each is a sum of parts timed in different processes, and one
     slow process in a round would move a per-round difference by more than the hand-over."""
     least = row["cli_j1"] - row["summarise_j1"] - row["cache_write_j1"] + row["summarise_j2_no_handover"]
-    return {"speedup": row["cli_j1"] / row["cli_j2"], "floor_speedup": row["parse_floor_j1"] / row["parse_floor_j2"],
-            "summarise_speedup": row["summarise_j1"] / row["summarise_j2_no_handover"], "least_j2_by_cpu": row["cli_j2_cpu"] / cores,
+    return {"speedup": row["cli_j1"] / row["cli_j2"],
+            "floor_speedup": row["parse_floor_j1"] / row["parse_floor_j2"],
+            "summarise_speedup": row["summarise_j1"] / row["summarise_j2_no_handover"],
+            "least_j2_by_cpu": row["cli_j2_cpu"] / cores,
             "least_j2": least, "ceiling": row["cli_j1"] / least,
             "handover": row["summarise_j2"] - row["summarise_j2_no_handover"],
             "handover_cpu_main": row["summarise_j2_cpu_main"] - row["summarise_j2_no_handover_cpu_main"],

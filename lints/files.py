@@ -293,8 +293,8 @@ def _apply_each(func: Callable[[U], T], items: list[U]) -> list[bytes]:
 
     One pickle per result, not one for the task: a pickler's memo of every object of a whole task
     of summaries costs more than it saves (sglang 0.5.15, all summaries in one process: pickled
-    per file 0.42-0.45 s of CPU against 0.69 s in tasks of 20 files, loaded in 0.50-0.54 s). Without
-    any memo it is 0.30 s, but every repeated key and name then comes back as a string of its own:
+    per file 0.42-0.50 s of CPU against 0.62-0.69 s in tasks of 20 files). Without any memo it is
+    0.30-0.32 s, but every repeated key and name then comes back as a string of its own:
     100 MiB more for the summaries of that tree, and the main process holds them all.
     """
     return [pickle.dumps(func(item), protocol=pickle.HIGHEST_PROTOCOL) for item in items]

@@ -252,6 +252,7 @@ def test_run_jobs_hands_back_cyclic_and_shared_results_as_they_were() -> None:
     assert all(value[1] is value for value in out)
     out = run_jobs(_shared, ["a", "b"], 2)
     assert out == [[["a"], ["a"], {"k": ["a"]}], [["b"], ["b"], {"k": ["b"]}]]
+    assert all(value[0] is value[1] is value[2]["k"] for value in out)
 
 
 def test_run_jobs_raises_what_the_job_raises() -> None:
