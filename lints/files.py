@@ -10,7 +10,6 @@ import errno
 import gc
 import io
 import os
-import pickle
 import re
 import signal
 import stat
@@ -288,22 +287,8 @@ def _batches(order: list[int], sizes: list[int], batch_weight: int) -> list[list
     return tasks
 
 
-def _apply_each(func: Callable[[U], T], items: list[U]) -> list[bytes]:
-    """A worker's task: ``func`` over ``items``, each result pickled as soon as it is made (``_loads_results``).
-
-    One pickle per result, not one for the task: a pickler's memo of every object of a whole task
-    of summaries costs more than it saves (sglang 0.5.15, all summaries in one process: pickled
-    per file 0.42-0.50 s of CPU against 0.62-0.69 s in tasks of 20 files). Without any memo it is
-    0.30-0.32 s, but every repeated key and name then comes back as a string of its own:
-    100 MiB more for the summaries of that tree, and the main process holds them all.
-    """
-    return [pickle.dumps(func(item), protocol=pickle.HIGHEST_PROTOCOL) for item in items]
-
-
-def _loads_results(data: list[bytes]) -> list:
-    """What ``_apply_each`` sent: pickled by our own worker, on the pool's pipe (which itself carries
-    pickles); nothing read from a file or a checkout is ever unpickled."""
-    return [pickle.loads(item) for item in data]
+def _apply_each(func: Callable[[U], T], items: list[U]) -> list[T]:
+    return [func(item) for item in items]
 
 
 def _weight(item: object) -> int:
@@ -361,7 +346,7 @@ def _pool_round(func, items, tasks: list[list[int]], workers: int, results: dict
             remaining -= 1
             n = futures[future]
             try:
-                values = _loads_results(future.result())
+                values = future.result()
             except concurrent.futures.process.BrokenProcessPool:
                 lost.append(n)
                 continue
