@@ -59,7 +59,7 @@ class CallGraph:
         if symbol.kind == LOCAL and "." not in symbol.name:
             return self._local_callable(symbol.owner, symbol.name)
         if loose and "." in func[1]:
-            leaf = func[1].rsplit(".", 1)[1]
+            leaf = callee_leaf(func)
             if leaf not in _GENERIC_METHODS and not leaf.startswith("__"):
                 owners = project.methods_named(leaf)
                 if len(owners) == 1:

@@ -15,7 +15,7 @@ from typing import NamedTuple, Optional
 from . import names
 from .project import EXTERNAL, FUNC, GLOBAL, LOCAL, PARAM, Project
 from .summary import (MODULE_SCOPE, C_ARGS, C_FUNC, C_KWARGS, C_LINE, C_WITH, D_EXPR, I_EXPR, R_VALUE, R_WITH, R_YIELD,
-                      W_ITEMS, W_PARENT)
+                      W_ITEMS, W_PARENT, callee_leaf)
 
 INFERENCE, INFERENCE_OFF, NO_GRAD, ENABLE_GRAD, UNKNOWN, PARAM_MODE = (
     "inference_mode", "inference_off", "no_grad", "enable_grad", "unknown", "param")
@@ -104,7 +104,7 @@ class Regions:
         if "." in func[1] and symbol.kind not in (FUNC,):
             # `current_platform.inference_mode()`: an object we cannot type; trust the project's methods of
             # that name only when every one of them returns the same switch
-            leaf = func[1].rsplit(".", 1)[1]
+            leaf = callee_leaf(func)
             if leaf in names.SWITCH_LEAVES:
                 found = {m.mode for target in project.methods_named(leaf) for m in self.returns(target)}
                 helpers = project.methods_named(leaf)
