@@ -20,7 +20,7 @@ from .project import EXTERNAL, FIELD, GLOBAL, LOCAL, Project
 from .regions import Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_COL, C_FUNC, C_GUARD, C_KWARGS,
                       C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE, R_VALUE, R_WITH,
-                      R_YIELD, callee_leaf)
+                      R_YIELD, callee_leaf, method_call)
 
 
 class BufferKey(NamedTuple):
@@ -208,12 +208,13 @@ class Buffers:
         if tag == "c":
             call = self.project.function(fid)["calls"][expr[1]]
             func = call[C_FUNC]
-            if func[0] == "a" and func[2] in names.VIEW_METHODS:
-                return self.keys_of(fid, func[1], depth + 1)
+            receiver, method = method_call(func)
+            if func[0] == "a" and method in names.VIEW_METHODS:
+                return self.keys_of(fid, receiver, depth + 1)
             targets = self.graph.call_targets(fid, expr[1], loose=True)
-            if not targets and func[0] == "n" and "." in func[1] and func[1].rsplit(".", 1)[1] in \
-                    names.VIEW_METHODS | {"get", "setdefault"}:  # a view, or a lookup in a dict cache
-                return self.keys_of(fid, ["n", func[1].rsplit(".", 1)[0]], depth + 1)
+            if not targets and func[0] == "n" and receiver is not None and \
+                    method in names.VIEW_METHODS | {"get", "setdefault"}:  # a view, or a lookup in a dict cache
+                return self.keys_of(fid, receiver, depth + 1)
             out: set[BufferKey] = set()
             for target in targets:
                 out |= self.returned(target, depth + 1)
@@ -303,15 +304,10 @@ class Buffers:
         fn = self.project.function(fid)
         for index, call in enumerate(fn["calls"]):
             func = call[C_FUNC]
-            receiver = None
-            if func[0] == "n" and "." in func[1]:
-                head, leaf = func[1].rsplit(".", 1)
-                if names.is_inplace_method(leaf):
-                    receiver, how = ["n", head], f"`.{leaf}()`"
-            elif func[0] == "a" and names.is_inplace_method(func[2]):
-                receiver, how = func[1], f"`.{func[2]}()`"
-            if receiver is not None:
-                yield receiver, Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD], how), False
+            receiver, method = method_call(func)
+            if receiver is not None and names.is_inplace_method(method):
+                yield receiver, Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
+                                         f"`.{method}()`"), False
             out = call[C_KWARGS].get("out")
             if out is not None and func[0] == "n" and func[1].split(".", 1)[0] in ("torch", "th"):
                 yield out, Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
@@ -353,13 +349,10 @@ class Buffers:
                 depth = 0
                 while base[0] == "s" or (base[0] == "c" and depth < 4):
                     if base[0] == "c":
-                        func = fn["calls"][base[1]][C_FUNC]
-                        if func[0] == "a" and func[2] in names.VIEW_METHODS:
-                            base = func[1]
-                        elif func[0] == "n" and "." in func[1] and func[1].rsplit(".", 1)[1] in names.VIEW_METHODS:
-                            base = ["n", func[1].rsplit(".", 1)[0]]
-                        else:
+                        viewed, method = method_call(fn["calls"][base[1]][C_FUNC])
+                        if viewed is None or method not in names.VIEW_METHODS:
                             break
+                        base = viewed
                     else:
                         base = base[1]
                     depth += 1

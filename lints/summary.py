@@ -556,6 +556,17 @@ def callee_leaf(func: list) -> str:
     return func[1].rpartition(".")[2] if func[0] == "n" else func[2] if func[0] == "a" else ""
 
 
+def method_call(func: list) -> tuple[Optional[list], str]:
+    """A callee spelt ``receiver.method`` (``a.b.f`` or ``g().f``) as its receiver's tagged form and
+    the method's name; ``(None, "")`` for a bare name or anything else."""
+    if func[0] == "a":
+        return func[1], func[2]
+    if func[0] == "n" and "." in func[1]:
+        receiver, _, method = func[1].rpartition(".")
+        return ["n", receiver], method
+    return None, ""
+
+
 def call_name(expr: Any) -> Optional[str]:
     """The dotted name a tagged expression spells, if any."""
     return expr[1] if expr and expr[0] == "n" else None

@@ -25,6 +25,15 @@ class LazyBufferMutatedInPlace(Rule):
         "            self._out = torch.empty_like(x)  # expect: GM201:13\n"
         "        self._out[: x.shape[0]].zero_()\n"
         "        return self._out\n",
+        # updated through a view of it; a call's result updated in place is no buffer of ours
+        "import torch\n"
+        "class MoE:\n"
+        "    def forward(self, x):\n"
+        "        if self._out is None or self._out.shape[0] < x.shape[0]:\n"
+        "            self._out = torch.empty_like(x)  # expect: GM201:13\n"
+        "        self._out.view(-1)[: x.numel()].zero_()\n"
+        "        scratch(x).zero_()\n"
+        "        return self._out\n",
     )
     VALID = (
         "import torch\n"
@@ -33,6 +42,13 @@ class LazyBufferMutatedInPlace(Rule):
         "        self._out = torch.empty(n)\n"
         "    def forward(self, x):\n"
         "        self._out.zero_()\n",
+        "import torch\n"
+        "class MoE:\n"
+        "    def __init__(self, n):\n"
+        "        self._out = torch.empty(n)\n"
+        "    def forward(self, x):\n"
+        "        self._out.view(-1)[: x.numel()].zero_()\n"
+        "        scratch(x).zero_()\n",
         "import torch\n"
         "class MoE:\n"
         "    def forward(self, x):\n"
