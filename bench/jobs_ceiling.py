@@ -2,14 +2,16 @@
 measured inside one process, in one run on the same tree.
 
     python bench/corpus.py sglang-0.5.15
-    python bench/jobs_ceiling.py            # about 5 minutes on 2 cores
+    python bench/jobs_ceiling.py            # about 7 minutes on 2 cores
 
 A cold ``-j 1`` run is start-up, summarising every module, the whole-project analysis and the
 cache write. Any design that summarises in worker processes and analyses the project in one
 process pays at ``-j 2`` at least start-up, the summarising split over two workers that hand
 nothing back, and the analysis (the cache write counted as free, beside it). The ceiling is
 ``-j 1`` over that least ``-j 2``; the hand-over is what handing the summaries back costs. And
-no run takes less than its CPU time over the cores: the CLI runs' CPU is measured too. How well
+no run takes less than its CPU time over the cores: the CLI runs' CPU is measured too. The same
+runs with ``--no-cache`` show what the forked cache writer costs a cold ``-j 2`` run (its page
+copies slow the analysis beside it, and the run waits for it) and the peak RSS without it. How well
 the machine itself runs such work on two cores is the ``ast`` parse-only floor's own speed-up.
 Each figure is the median of 5 interleaved rounds, after one untimed run. Raw figures: .bench/results/jobs_ceiling.json.
 """
@@ -35,12 +37,13 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def cli_run(tree: Path, package: str, jobs: int) -> tuple[float, float]:
-    """Wall and CPU seconds (the process and its children, user + system) of one cold run."""
+def cli_run(tree: Path, package: str, jobs: int, cache: bool = True) -> tuple[float, float, float]:
+    """Wall and CPU seconds (the process and its children, user + system) and peak RSS (MiB) of one
+    cold run; without ``cache``, a ``--no-cache`` run (no summaries to write, so no writer process)."""
     cpu = _children_cpu()
-    result = targets.run([PY, "-m", "lints", package, "-q", "-j", str(jobs), "--cache-dir",
-                          str(fresh(f"ceiling-j{jobs}"))], tree, linter=REPO)
-    return result["wall"], _children_cpu() - cpu
+    where = ["--cache-dir", str(fresh(f"ceiling-j{jobs}"))] if cache else ["--no-cache"]
+    result = targets.run([PY, "-m", "lints", package, "-q", "-j", str(jobs), *where], tree, linter=REPO)
+    return result["wall"], _children_cpu() - cpu, result["rss_mib"]
 
 
 def probe_run(tree: Path, part: str) -> dict:
@@ -119,6 +122,8 @@ def _derived(row: dict, cores: int) -> dict:
     return {"speedup": row["cli_j1"] / row["cli_j2"],
             "floor_speedup": row["parse_floor_j1"] / row["parse_floor_j2"],
             "summarise_speedup": row["summarise_j1"] / row["summarise_j2_no_handover"],
+            "no_cache_speedup": row["cli_j1_no_cache"] / row["cli_j2_no_cache"],
+            "writer": row["cli_j2"] - row["cli_j2_no_cache"],
             "least_j2_by_cpu": row["cli_j2_cpu"] / cores,
             "least_j2": least, "ceiling": row["cli_j1"] / least,
             "handover": row["summarise_j2"] - row["summarise_j2_no_handover"],
@@ -156,9 +161,12 @@ def main() -> None:
     cli_run(tree, args.package, 2)  # untimed: the first read of the tree was up to 2 s slower
     runs: dict[str, list[float]] = {}
     for i in range(args.rounds):
-        (j1, j1_cpu), (j2, j2_cpu) = cli_run(tree, args.package, 1), cli_run(tree, args.package, 2)
-        row = {"cli_j1": j1, "cli_j2": j2, "cli_j1_cpu": j1_cpu, "cli_j2_cpu": j2_cpu,
-               **probe_run(tree, "j2"), **probe_run(tree, "j1")}
+        row = {}
+        for jobs in (1, 2):
+            for cache, suffix in ((True, ""), (False, "_no_cache")):
+                name = f"cli_j{jobs}{suffix}"
+                row[name], row[name + "_cpu"], row[name + "_rss"] = cli_run(tree, args.package, jobs, cache)
+        row.update(**probe_run(tree, "j2"), **probe_run(tree, "j1"))
         for name, value in row.items():
             runs.setdefault(name, []).append(round(value, 3))
         print(f"  round {i + 1}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
@@ -175,6 +183,9 @@ def main() -> None:
     rows = [
         ("cold `-j 1` (CLI)", "cli_j1", "cli_j1_cpu", None),
         ("cold `-j 2` (CLI)", "cli_j2", "cli_j2_cpu", None),
+        ("cold `-j 1 --no-cache` (CLI)", "cli_j1_no_cache", "cli_j1_no_cache_cpu", None),
+        ("cold `-j 2 --no-cache` (CLI: no cache writer)", "cli_j2_no_cache", "cli_j2_no_cache_cpu", None),
+        ("cache writer's share of cold `-j 2` (the difference of lines 2 and 4)", "writer", None, None),
         ("summarising, in process (`-j 1`)", "summarise_j1", None, None),
         ("cache write, in process (`-j 1`)", "cache_write_j1", None, None),
         ("whole-project analysis and rules", "analysis", None, None),
@@ -196,9 +207,13 @@ def main() -> None:
     for label, wall, cpu_main, cpu_workers in rows:
         print(f"| {label} | {cell(wall)} | {cell(cpu_main) if cpu_main else ''} | "
               f"{cell(cpu_workers) if cpu_workers else ''} |")
-    print(f"\nspeed-up, `-j 1` / `-j 2`: {cell('speedup')}x; ceiling by design, `-j 1` / least `-j 2`: "
-          f"{cell('ceiling')}x; 2 workers against 1 process, nothing handed back: summarising "
-          f"{cell('summarise_speedup')}x, the `ast` parse-only floor {cell('floor_speedup')}x")
+    print(f"\nspeed-up, `-j 1` / `-j 2`: {cell('speedup')}x (both `--no-cache`: {cell('no_cache_speedup')}x); "
+          f"ceiling by design, `-j 1` / least `-j 2`: {cell('ceiling')}x; 2 workers against 1 process, nothing "
+          f"handed back: summarising {cell('summarise_speedup')}x, the `ast` parse-only floor "
+          f"{cell('floor_speedup')}x")
+    print("\npeak RSS MiB of the CLI runs (sampled every 0.2 s, summed over the process tree), median (min-max): "
+          + "; ".join(f"`{name[4:].replace('_no_cache', ' --no-cache').replace('j', '-j ', 1)}` {cell(name + '_rss')}"
+                      for name in ("cli_j1", "cli_j2", "cli_j1_no_cache", "cli_j2_no_cache")))
     (BENCH / "results").mkdir(parents=True, exist_ok=True)
     (BENCH / "results" / "jobs_ceiling.json").write_text(json.dumps(
         {"tree": args.tree, "commit": commit, "cores": cores, "start_method": start_method, "runs": runs,
