@@ -35,6 +35,9 @@ CORPORA = {
     "sglang-0.5.15": ("sglang==0.5.15", "21492759b4b99e117bd81610f633422f3fdae2896c2cde6931eab886deccc44f", "sglang"),
     "sglang-0.5.23": ("sglang==0.5.23", "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937", "sglang"),
     "vllm-0.11.0": ("vllm==0.11.0", "3861c75ff2b12e24f6d179ff5c084d791b42ded8675d76c8706697c79f68cd62", "vllm"),
+    # no serving engine: a precision check on a big PyTorch library
+    "transformers-5.25.0": ("transformers==5.25.0", "8ca7a96cc329e5a053c9e770711e73d7bd9d77240ff62049fca6d253965cda52",
+                            "transformers"),
 }
 MARKER = ("# Written by bench/corpus.py: makes this folder the project root of the unpacked tree.\n"
           "# The table is empty: the linter runs with its default settings.\n[tool.gradmode]\n")

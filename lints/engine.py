@@ -289,7 +289,17 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
                   overrides: Optional[dict[str, str]] = None, read_keys: bool = True) -> list[_Entry]:
     files, _ = discover([root], config.exclude)
     files = [os.path.normpath(f) for f in files]
-    files.extend(p for p in extra if p not in files)
+    # Named files the walk skipped (outside the root, or under an excluded folder: exclude applies
+    # to what a walk finds, as in ruff) join the project. One the walk found keeps its spelling,
+    # unless its text is given: overrides are looked up by the spelling they were given in.
+    where = {os.path.abspath(f): i for i, f in enumerate(files)}
+    for path in extra:
+        absolute = os.path.abspath(path)
+        if absolute not in where:
+            where[absolute] = len(files)
+            files.append(path)
+        elif overrides and path in overrides:
+            files[where[absolute]] = path
     base = import_root(root)
     entries = []
     for path in files:
@@ -424,8 +434,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         entries = [_Entry(p, *module_name_for(p, base), file_key(overrides[p].encode("utf-8")) if p in overrides
                           else "") for p in requested]
     else:
-        entries = project_files(root, config, [p for p in requested if _outside(p, root) or p in overrides],
-                                overrides, read_keys=cache is not None and not cache.is_empty())
+        entries = project_files(root, config, requested, overrides,
+                                read_keys=cache is not None and not cache.is_empty())
     # results are saved with summaries: without any, they cannot be a hit
     complete = all(entry.key is not None for entry in entries)
     cached = cache.results(_digest(config, entries)) if cache is not None and not overrides and complete else None
@@ -467,8 +477,3 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         findings = without_suppressed(findings, text_reader(overrides))
     errors.sort(key=lambda e: e.path)
     return ProjectRun(root, requested, findings, errors, serving, analysis)
-
-
-def _outside(path: str, root: str) -> bool:
-    relative = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
-    return relative.startswith("..")

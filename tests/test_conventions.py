@@ -268,6 +268,23 @@ def test_flake8_reads_each_projects_config_and_its_exclude(tmp_path):
     assert [line.split(" ")[0] for line in proc.stdout.splitlines()] == ["loud/eng/warm.py:3:10:"], proc
 
 
+def test_named_paths_under_an_excluded_folder_are_linted_and_a_walk_skips_them(tmp_path):
+    """``exclude`` applies to what a walk finds, as in ruff: a file or folder named on the command line
+    is linted, with the rest of the project as context (it used to be counted and silently left out)."""
+    root = write_package(tmp_path / "repo", {"eng/warm.py": WARM, "eng/serve.py": SERVE, "gen/warm.py": WARM})
+    (root / "pyproject.toml").write_text('[tool.gradmode]\nexclude = ["gen"]\n')
+    walked = script("gradmode-lint", "--no-cache", "--format", "concise", ".", cwd=root)
+    assert [line.split(": GM")[0] for line in walked.stdout.splitlines()] == ["eng/warm.py:3:10"], walked
+    for named in ("gen/warm.py", "gen", "./gen/"):
+        run = script("gradmode-lint", "--no-cache", "--format", "concise", named, cwd=root)
+        assert run.returncode == 1, run
+        assert [line.split(": GM")[0] for line in run.stdout.splitlines()] == ["gen/warm.py:3:10"], run
+    fixed = script("gradmode-fix", "gen", cwd=root)
+    assert fixed.returncode == 0, fixed
+    assert "inference_mode" not in (root / "gen/warm.py").read_text()
+    assert "inference_mode" in (root / "eng/warm.py").read_text()
+
+
 def test_an_unknown_code_in_the_config_is_an_error_in_every_front_end(tmp_path):
     root = project(tmp_path)
     (root / "pyproject.toml").write_text('[tool.gradmode]\nignore = ["GM1O1"]\n')  # a letter O
