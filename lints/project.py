@@ -31,8 +31,25 @@ class Project:
     def __init__(self, summaries: Iterable[dict]) -> None:
         self.modules: dict[str, dict] = {}
         self.by_path: dict[str, dict] = {}
+        shadowed: list[dict] = []
         for summary in summaries:
-            self.modules.setdefault(summary["module"], summary)
+            held = self.modules.get(summary["module"])
+            if held is None or (summary["package"] and not held["package"]):
+                self.modules[summary["module"]] = summary
+                if held is not None:
+                    shadowed.append(held)
+            else:
+                shadowed.append(summary)
+        # Two files, one module name (`foo.py` beside `foo/__init__.py`, or files named outside the
+        # root): imports find the package, as Python's do. The other is still analysed, under a name
+        # no import spells (a copy: the summary itself stays as the cache holds it).
+        for summary in shadowed:
+            name = summary["module"]
+            n = 2
+            while f"{name}#{n}" in self.modules:
+                n += 1
+            self.modules[f"{name}#{n}"] = {**summary, "module": f"{name}#{n}"}
+        for summary in self.modules.values():
             self.by_path[summary["path"]] = summary
         self.functions: dict[str, tuple[dict, dict]] = {}
         self.classes: dict[str, tuple[dict, dict]] = {}

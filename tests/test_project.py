@@ -71,6 +71,33 @@ def test_cross_module_warm_helper(tmp_path):
     assert "`warmup` matches `*warmup*`" in notes_of(finding)
 
 
+# `engine/kernels.py` beside the package `engine/kernels/`: both are module `engine.kernels`.
+SHADOWED_MODULE = {
+    "engine/kernels.py":
+        "import torch\n"
+        "def warmup(model):\n"
+        "    with torch.inference_mode():  # expect: GM101:10\n"
+        "        model()\n"
+        "def prepare_kernels(model):\n"
+        "    with torch.inference_mode():\n"
+        "        model()\n",
+    "engine/kernels/__init__.py":
+        "import torch\n"
+        "def prepare_kernels(model):\n"
+        "    with torch.inference_mode():  # expect: GM101:10\n"
+        "        model()\n",
+    "engine/runner.py": WARM_HELPER["engine/runner.py"],
+}
+
+
+def test_a_module_shadowed_by_a_package_of_its_name_is_still_analysed(tmp_path):
+    """Imports find the package, as Python's do, so only its `prepare_kernels` is warm; the shadowed
+    file's own findings are still reported (it used to be left out of the analysis, silently, and
+    being first in path order it took the package's place)."""
+    run = check(tmp_path, SHADOWED_MODULE)
+    assert [f.path for f in run.findings] == ["engine/kernels.py", "engine/kernels/__init__.py"]
+
+
 CALLER_WRAP = {
     "engine/warm.py":
         "class Warmer:\n"
