@@ -135,6 +135,8 @@ def entry() -> NoReturn:
         status = main(retain=kept)
     except BrokenPipeError:
         status = _reader_left()
+    except Exception:  # noqa: BLE001 - a bug of ours must not read as "findings" (exit 1)
+        status = internal_error("gradmode-lint")
     else:
         try:
             if sys.stdout is not None:
@@ -151,6 +153,17 @@ def entry() -> NoReturn:
     except (OSError, ValueError):
         pass
     os._exit(status)
+
+
+def internal_error(tool: str) -> int:
+    """An exception no file explains: the traceback, one line that says so, and exit status 2."""
+    import traceback
+
+    if sys.stderr is not None:
+        traceback.print_exc()
+        print(f"{tool}: error: internal error (a bug in {tool}; the traceback above helps to report it)",
+              file=sys.stderr)
+    return EXIT_ERROR
 
 
 def _reader_left() -> int:

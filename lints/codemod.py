@@ -22,7 +22,8 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from . import __version__
-from .cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args, configs_for_paths
+from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args, configs_for_paths,
+                  internal_error)
 from .options import Config, ConfigError, default_cache_dir
 from .engine import lint_project
 from .files import (FileChangedError, SourceFile, default_jobs, is_read_only, read_source, remove_in_flight_temps,
@@ -280,6 +281,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with _signals_exit_cleanly():
         try:
             return _main(argv)
+        except Exception:  # noqa: BLE001 - files already written are whole (write_file); the rest stay as they were
+            return internal_error("gradmode-fix")
         except _SignalExit as exc:
             # the workers are stopped and the temp file removed; skip the interpreter's exit hooks, which
             # would try to wake the stopped pool's threads and print a traceback

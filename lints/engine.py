@@ -406,7 +406,8 @@ def run_rules(analysis, config: Config, wanted: Optional[set[str]] = None) -> li
 def _digest(config: Config, entries: list[_Entry]) -> str:
     h = hashlib.sha256(f"{CACHE_FORMAT}|{config.fingerprint()}".encode())
     for entry in entries:
-        h.update(f"|{entry.path}|{entry.module}|{entry.key}".encode())
+        # paths as the file system gave them: a name that is not UTF-8 comes with lone surrogates
+        h.update(f"|{entry.path}|{entry.module}|{entry.key}".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
 from lints.options import Config
 
-from .helpers import FIXTURES, chdir
+from .helpers import FIXTURES, ROOT, chdir
 
 BUGGY = FIXTURES / "lint" / "sglang_buggy.py"
 
@@ -89,3 +91,51 @@ def test_huge_file_is_skipped_with_a_message(tmp_path, run):
     proc = run("lints", "--max-file-size", "20", "huge.py")
     assert proc.returncode == 2
     assert "huge.py: error: skipped: 60 bytes is over the 20-byte limit" in proc.stderr
+
+
+def test_a_file_name_that_is_not_utf8_is_linted_and_fixed_with_the_cache(tmp_path):
+    """A name the file system gives as bytes that are not UTF-8 (it reaches Python with lone
+    surrogates) is reported byte for byte, as ``ls`` shows it; the cache key used to crash on it."""
+    name = b"warm\xff.py"
+    try:
+        with open(os.path.join(os.fsencode(tmp_path), name), "wb") as handle:
+            handle.write(b"import torch\ndef warmup(model):\n    with torch.inference_mode():\n        model()\n")
+    except OSError:
+        pytest.skip("this file system refuses names that are not UTF-8")
+    (tmp_path / "pyproject.toml").write_text("")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADMODE_CACHE_DIR=str(tmp_path / ".cache"))
+    for _ in ("cold", "from the results cache"):
+        proc = subprocess.run([sys.executable, "-m", "lints", "."], cwd=tmp_path, env=env, capture_output=True,
+                              timeout=300)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stdout.startswith(b"warm\xff.py:3:10: GM101"), proc.stdout
+    fix = subprocess.run([sys.executable, "-m", "lints.codemod", "."], cwd=tmp_path, env=env, capture_output=True,
+                         timeout=300)
+    assert fix.returncode == 0, fix.stderr
+    fixed = (tmp_path / os.fsdecode(name)).read_text()
+    assert "inference_mode" not in fixed
+    called = []
+    namespace: dict = {}
+    exec(compile(fixed, "fixed", "exec"), namespace)  # our own fixture, fixed: it still runs
+    namespace["warmup"](lambda: called.append(True))
+    assert called == [True]
+
+
+@pytest.mark.parametrize("tool, call", [
+    ("gradmode-lint", "from lints.cli import entry; sys.argv = ['gradmode-lint', '--no-cache', '.']; entry()"),
+    ("gradmode-fix", "from lints.codemod import main; sys.exit(main(['.']))"),
+])
+def test_a_bug_of_ours_exits_2_not_1(tmp_path, tool, call):
+    """An exception that no file explains must not read as "findings" (exit 1) to a CI job."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "warm.py").write_text("import torch\ndef warmup(m):\n    with torch.inference_mode():\n        m()\n")
+    code = ("import sys, lints.engine\n"
+            "def broken(*args, **kwargs):\n    raise RuntimeError('planted')\n"
+            f"lints.engine.analyse = broken\n{call}\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), GRADMODE_CACHE_DIR=str(tmp_path / ".cache")))
+    assert proc.returncode == 2, proc
+    assert "RuntimeError: planted" in proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1] == (
+        f"{tool}: error: internal error (a bug in {tool}; the traceback above helps to report it)")
+    assert "inference_mode" in (tmp_path / "warm.py").read_text()
