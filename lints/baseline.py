@@ -59,7 +59,7 @@ def filter_baseline(path: str, findings: list[Finding], text_of: Callable[[str],
             raise ValueError("not a gradmode-lint baseline of this format")
     except OSError as exc:
         raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise BaselineError(f"{path} is not a gradmode-lint baseline: {exc}") from None
     budget = collections.Counter(entries)
     base = os.path.dirname(os.path.abspath(path))

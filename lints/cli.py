@@ -15,7 +15,8 @@ from . import __version__
 from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir, find_pyproject,
                       load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
-from .files import MAX_FILE_BYTES, default_jobs, read_source, text_reader, write_file
+from .files import (MAX_FILE_BYTES, decode_source, default_jobs, read_source, text_reader, write_file,
+                    write_new_file)
 from .model import FileError
 from .noqa import add_noqa
 from .progress import Progress
@@ -131,6 +132,7 @@ def entry() -> NoReturn:
     what the run built (as mypy's ``hard_exit``): on sglang 0.5.15 that teardown took 0.27 s, as
     long as the rules. A closed stream (``None``) is left alone."""
     kept: list = []
+    tolerant_output()
     try:
         status = main(retain=kept)
     except BrokenPipeError:
@@ -153,6 +155,19 @@ def entry() -> NoReturn:
     except (OSError, ValueError):
         pass
     os._exit(status)
+
+
+def tolerant_output() -> None:
+    """A file name that is not UTF-8 reaches Python with lone surrogates: on a UTF-8 stdout it goes
+    out as the bytes the file system gave (as ``ls`` prints it), elsewhere escaped, never a crash."""
+    stream = sys.stdout
+    if stream is None or not hasattr(stream, "reconfigure"):
+        return
+    utf8 = (stream.encoding or "").lower().replace("-", "").replace("_", "") == "utf8"
+    try:
+        stream.reconfigure(errors="surrogateescape" if utf8 else "backslashreplace")
+    except (ValueError, OSError):
+        pass
 
 
 def internal_error(tool: str) -> int:
@@ -210,7 +225,12 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         if not args.stdin_filename:
             print("gradmode-lint: error: `-` needs --stdin-filename PATH", file=sys.stderr)
             return EXIT_ERROR
-        paths, overrides = [args.stdin_filename], {args.stdin_filename: sys.stdin.read()}
+        # bytes, decoded as a file would be (coding cookie, BOM), not with the terminal's encoding
+        source = decode_source(args.stdin_filename, sys.stdin.buffer.read() if sys.stdin is not None else b"")
+        if isinstance(source, FileError):
+            print(source, file=sys.stderr)
+            return EXIT_ERROR
+        paths, overrides = [args.stdin_filename], {args.stdin_filename: source.text}
     if overrides and (args.add_noqa or args.write_baseline):
         print("gradmode-lint: error: --add-noqa and --write-baseline need files, not stdin", file=sys.stderr)
         return EXIT_ERROR
@@ -235,7 +255,12 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     serving = servings[0]
     text_of = text_reader(overrides or {})
     if args.write_baseline:
-        count = write_baseline(str(args.write_baseline), findings, text_of)
+        try:
+            count = write_baseline(str(args.write_baseline), findings, text_of)
+        except OSError as exc:
+            print(f"gradmode-lint: error: cannot write baseline {args.write_baseline}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return EXIT_ERROR
         for error in errors:
             print(error, file=sys.stderr)
         print(f"gradmode-lint: recorded {count} finding(s) in {args.write_baseline}", file=sys.stderr)
@@ -261,7 +286,12 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     if args.statistics:
         report += render_statistics(findings)
     if args.output:
-        args.output.write_text(report, encoding="utf-8")
+        try:  # whole or not at all; file names that are not UTF-8 go out as the file system gave them
+            write_new_file(str(args.output), report.encode("utf-8", "surrogateescape"))
+        except OSError as exc:
+            print(f"gradmode-lint: error: cannot write the report to {args.output}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return EXIT_ERROR
     else:
         if sys.stdout is not None:  # None: started with stdout closed (`>&-`)
             sys.stdout.write(report)
@@ -313,7 +343,6 @@ def _add_noqa(findings, errors, quiet: bool) -> int:
 
 def _editor_details(findings, configs: dict, max_bytes: int, overrides: dict[str, str]) -> dict:
     """(path, line, col) -> {"end": (line, col), "edits": [...]} for ``--format json``."""
-    from .files import decode_source
     from .spans import end_positions
 
     details: dict = {}

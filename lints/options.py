@@ -119,15 +119,25 @@ def find_pyproject(start: Path) -> Optional[Path]:
     start = start.resolve()
     for folder in [start, *start.parents] if start.is_dir() else start.parents:
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-                # a broken config must not be skipped silently: the user meant something by it
-                raise ConfigError(f"{candidate}: cannot read config: {exc}") from exc
-            if "gradmode" in data.get("tool", {}):
-                return candidate
+        if candidate.is_file() and _gradmode_table(candidate) is not None:
+            return candidate
     return None
+
+
+def _gradmode_table(path: Path) -> Optional[dict]:
+    """The [tool.gradmode] table of ``path``, None if it has none. A file that cannot be read or
+    parsed is an error, not skipped: the user meant something by it."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise ConfigError(f"{path}: cannot read config: {why}") from None
+    tool = data.get("tool")
+    if not isinstance(tool, dict) or "gradmode" not in tool:  # `tool = 5` is someone else's business
+        return None
+    if not isinstance(tool["gradmode"], dict):
+        raise ConfigError(f"{path}: [tool.gradmode] must be a table")
+    return tool["gradmode"]
 
 
 def _as_tuple(key: str, value: Any) -> tuple[str, ...]:
@@ -183,12 +193,7 @@ def load_config(pyproject: Optional[Path] = None, start: Optional[Path] = None) 
     path = pyproject or find_pyproject(start or Path.cwd())
     if path is None:
         return Config(), None
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from exc
-    table = data.get("tool", {}).get("gradmode", {})
-    return config_from_mapping(table), Path(path)
+    return config_from_mapping(_gradmode_table(path) or {}), Path(path)
 
 
 def split_codes(values: Optional[Iterable[str]]) -> Optional[tuple[str, ...]]:

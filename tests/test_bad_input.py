@@ -139,3 +139,56 @@ def test_a_bug_of_ours_exits_2_not_1(tmp_path, tool, call):
     assert proc.stderr.rstrip().splitlines()[-1] == (
         f"{tool}: error: internal error (a bug in {tool}; the traceback above helps to report it)")
     assert "inference_mode" in (tmp_path / "warm.py").read_text()
+
+
+def test_report_and_baseline_paths_that_cannot_be_written_are_one_error_line(tmp_path, run):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "warm.py").write_text("import torch\ndef warmup(m):\n    with torch.inference_mode():\n        m()\n")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "deep.json").write_text("[" * 100000)
+    for args, why in [
+        (("-o", "adir"), "gradmode-lint: error: cannot write the report to adir: "),
+        (("-o", "nodir/r.txt"), "gradmode-lint: error: cannot write the report to nodir/r.txt: "),
+        (("--write-baseline", "adir"), "gradmode-lint: error: cannot write baseline adir: "),
+        (("--write-baseline", "nodir/b.json"), "gradmode-lint: error: cannot write baseline nodir/b.json: "),
+        (("--baseline", "deep.json"), "gradmode-lint: error: deep.json is not a gradmode-lint baseline: "),
+    ]:
+        proc = run("lints", "--no-cache", *args, ".")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.splitlines()[0].startswith(why), (args, proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "deep.json", "pyproject.toml", "warm.py"]
+
+
+@pytest.mark.parametrize("to_file", [False, True])
+def test_a_name_that_is_not_utf8_reaches_a_strict_stdout_and_a_report_file(tmp_path, to_file):
+    name = b"warm\xff.py"
+    try:
+        with open(os.path.join(os.fsencode(tmp_path), name), "wb") as handle:
+            handle.write(b"import torch\ndef warmup(model):\n    with torch.inference_mode():\n        model()\n")
+    except OSError:
+        pytest.skip("this file system refuses names that are not UTF-8")
+    (tmp_path / "pyproject.toml").write_text("")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8")  # strict, unlike the C locale's
+    args = ["-o", "report.txt"] if to_file else []
+    proc = subprocess.run([sys.executable, "-m", "lints", "--no-cache", *args, "."], cwd=tmp_path, env=env,
+                          capture_output=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    report = (tmp_path / "report.txt").read_bytes() if to_file else proc.stdout
+    assert report.startswith(b"warm\xff.py:3:10: GM101"), report
+
+
+@pytest.mark.parametrize("encoding", [None, "utf-8"])  # the C locale's stdin, and a strict UTF-8 one
+def test_stdin_is_decoded_as_the_file_would_be(tmp_path, encoding):
+    (tmp_path / "pyproject.toml").write_text("")
+    latin1 = (b"# -*- coding: latin-1 -*-\nimport torch\n# caf\xe9\ndef warmup(model):\n"
+              b"    with torch.inference_mode():\n        model()\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("PYTHONIOENCODING", None)
+    if encoding:
+        env["PYTHONIOENCODING"] = encoding
+    for text, status, expected in [(latin1, 1, b"lat.py:5:10: GM101"), (b'x = "\xff"\n', 2, b"")]:
+        proc = subprocess.run([sys.executable, "-m", "lints", "--no-cache", "-", "--stdin-filename", "lat.py"],
+                              cwd=tmp_path, env=env, input=text, capture_output=True, timeout=300)
+        assert proc.returncode == status and b"Traceback" not in proc.stderr, proc.stderr
+        assert proc.stdout.startswith(expected), proc.stdout
+    assert proc.stderr.startswith(b"lat.py: error: cannot decode: not valid UTF-8"), proc.stderr

@@ -297,6 +297,31 @@ def test_an_unknown_code_in_the_config_is_an_error_in_every_front_end(tmp_path):
     assert flake8.returncode == 1 and "GM001" in flake8.stdout and "GM1O1" in flake8.stdout, flake8
 
 
+@pytest.mark.parametrize("toml, why", [
+    ("tool.gradmode = 5\n", "[tool.gradmode] must be a table"),
+    ("[tool]\ngradmode = [1]\n", "[tool.gradmode] must be a table"),
+    ("x = " + "[" * 5000 + "]" * 5000 + "\n", "cannot read config: nested too deeply"),
+])
+def test_a_config_of_the_wrong_shape_is_one_error_line_in_every_front_end(tmp_path, toml, why):
+    root = project(tmp_path)
+    (root / "pyproject.toml").write_text(toml)
+    lint = script("gradmode-lint", ".", cwd=root)
+    assert lint.returncode == 2 and "Traceback" not in lint.stderr, lint
+    assert lint.stderr.strip() == f"gradmode-lint: error: {root / 'pyproject.toml'}: {why}", lint
+    fix = script("gradmode-fix", ".", cwd=root)
+    assert fix.returncode == 2 and why in fix.stderr and "Traceback" not in fix.stderr, fix
+    flake8 = subprocess.run([sys.executable, "-m", "flake8", "--select", "GM", "eng"], cwd=root,
+                            capture_output=True, text=True, timeout=300)
+    assert flake8.returncode == 1 and "GM001" in flake8.stdout and why in flake8.stdout, flake8
+
+
+def test_a_tool_key_that_is_no_table_is_someone_elses_business(tmp_path):
+    root = project(tmp_path)
+    (root / "pyproject.toml").write_text('tool = "gradmode"\n')
+    lint = script("gradmode-lint", "--format", "concise", ".", cwd=root)
+    assert lint.returncode == 1 and lint.stdout.startswith("eng/warm.py:3:10: GM101"), lint
+
+
 def test_new_options_on_bad_input_fail_clearly_and_change_nothing(tmp_path):
     root = project(tmp_path)
     before = {p: p.read_bytes() for p in root.rglob("*.py")}
