@@ -69,6 +69,7 @@ class Phases:
         self.warm = self._reach(self.roots, self.serving_roots)
         self.serving = self._reach(self.serving_roots, self.roots)
         self._inference_reach: Optional[dict[str, tuple[Origin, Reach]]] = None
+        self._warm_roots: dict[str, str] = {}
 
     # roots ---------------------------------------------------------------------------
     def semantic_use(self, fid: str) -> Optional[str]:
@@ -206,24 +207,26 @@ class Phases:
         return fid in self.warm
 
     def why_warm(self, fid: str) -> str:
-        """`name matches ...` for a root, else the chain from the root that reaches it."""
-        steps = []
+        """`name matches ...` for a root, else the first call of the chain from the root that reaches it."""
+        step = self.warm[fid]
+        if step.parent is None:
+            return self.roots[fid].why
+        root = self._warm_root(fid)
+        return (f"called from {self.project.label(step.parent)} at {self.project.where(step.parent, step.line)}"
+                f" (reached from {self.project.label(root)}: {self.roots[root].why})")
+
+    def _warm_root(self, fid: str) -> str:
+        """The root whose call chain reaches ``fid``; memoised along the chain (one finding per link
+        of a long chain would otherwise walk it again each time: quadratic)."""
+        chain = []
         current = fid
-        seen = set()
-        while current is not None and current not in seen:
-            seen.add(current)
-            step = self.warm[current]
-            if step.parent is None:
-                root = self.roots[current].why
-                break
-            steps.append(f"{self.project.label(step.parent)} at {self.project.where(step.parent, step.line)}")
-            current = step.parent
-        else:
-            root = "reached from a warm path"
-        if not steps:
-            return root
-        return f"called from {steps[0]}" + (f" (reached from {self.project.label(current)}: {root})"
-                                           if current != fid else "")
+        while current not in self._warm_roots and self.warm[current].parent is not None:
+            chain.append(current)
+            current = self.warm[current].parent  # the search reached a parent first: no cycles
+        root = self._warm_roots.get(current, current)
+        for link in chain:
+            self._warm_roots[link] = root
+        return root
 
     def reaches_warm(self, fid: str, depth: int = 4) -> Optional[str]:
         """A warm root that ``fid`` runs (itself included), following calls a few levels down."""
