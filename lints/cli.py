@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional, Sequence
+from typing import Any, NoReturn, Optional, Sequence
 
 from . import __version__
 from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir, find_pyproject,
@@ -25,26 +25,32 @@ from .output import explain, render_github, render_json, render_sarif, render_st
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
-def add_config_options(parser: argparse.ArgumentParser) -> None:
-    """Options shared by the linter and the codemod; they override [tool.gradmode]."""
-    parser.add_argument("--config", type=Path, help="pyproject.toml to read [tool.gradmode] from "
-                        "(default: the nearest one above the current directory that has it)")
-    parser.add_argument("--select", action="append", metavar="CODES", help="only these codes or prefixes (GM1,GM202)")
-    parser.add_argument("--extend-select", action="append", metavar="CODES",
-                        help="add codes to the selection (e.g. the opt-in GM201)")
-    parser.add_argument("--ignore", action="append", metavar="CODES", help="skip these codes or prefixes")
-    parser.add_argument("--serving-grad-mode", choices=SERVING_GRAD_MODES,
-                        help="grad mode serving runs under (default auto: inferred from the serving entry points)")
-    parser.add_argument("--serving-patterns", metavar="GLOBS", help="function-name globs of serving entry points")
-    parser.add_argument("--path-patterns", metavar="GLOBS",
-                        help="comma-separated function-name globs that mark warmup/autotune/capture paths")
-    parser.add_argument("--extend-path-patterns", metavar="GLOBS", help="added to the default path patterns")
-    parser.add_argument("--class-patterns", metavar="GLOBS", help="class-name globs whose capture-pattern methods count as capture paths")
-    parser.add_argument("--module-globs", metavar="GLOBS", help="file globs whose functions are all such paths")
-    parser.add_argument("--exclude", metavar="GLOBS", help="file or folder globs to skip when walking folders")
-    parser.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
-    parser.add_argument("--max-file-size", type=int, default=MAX_FILE_BYTES, metavar="BYTES",
-                        help=f"skip larger files with an error (default {MAX_FILE_BYTES})")
+def add_config_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """Options shared by the linter and the codemod; they override [tool.gradmode]. Returns them."""
+    actions: list[argparse.Action] = []
+
+    def option(*flags: str, **kwargs: Any) -> None:
+        actions.append(parser.add_argument(*flags, **kwargs))
+
+    option("--config", type=Path, help="pyproject.toml to read [tool.gradmode] from "
+           "(default: the nearest one above the current directory that has it)")
+    option("--select", action="append", metavar="CODES", help="only these codes or prefixes (GM1,GM202)")
+    option("--extend-select", action="append", metavar="CODES",
+           help="add codes to the selection (e.g. the opt-in GM201)")
+    option("--ignore", action="append", metavar="CODES", help="skip these codes or prefixes")
+    option("--serving-grad-mode", choices=SERVING_GRAD_MODES,
+           help="grad mode serving runs under (default auto: inferred from the serving entry points)")
+    option("--serving-patterns", metavar="GLOBS", help="function-name globs of serving entry points")
+    option("--path-patterns", metavar="GLOBS",
+           help="comma-separated function-name globs that mark warmup/autotune/capture paths")
+    option("--extend-path-patterns", metavar="GLOBS", help="added to the default path patterns")
+    option("--class-patterns", metavar="GLOBS", help="class-name globs whose capture-pattern methods count as capture paths")
+    option("--module-globs", metavar="GLOBS", help="file globs whose functions are all such paths")
+    option("--exclude", metavar="GLOBS", help="file or folder globs to skip when walking folders")
+    option("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
+    option("--max-file-size", type=int, default=MAX_FILE_BYTES, metavar="BYTES",
+           help=f"skip larger files with an error (default {MAX_FILE_BYTES})")
+    return actions
 
 
 def _start_of(path: str) -> Path:
@@ -157,6 +163,31 @@ def entry() -> NoReturn:
     os._exit(status)
 
 
+def _fix(args: argparse.Namespace) -> int:
+    """``--fix``: the codemod, given the shared options as parsed here; it reports what is left its
+    own way, so options about the report are refused rather than dropped."""
+    refused = [flag for flag, given in (("--format", args.format not in ("text", "concise")), ("--statistics", args.statistics),
+                                        ("--output", args.output), ("--baseline", args.baseline),
+                                        ("--write-baseline", args.write_baseline), ("--add-noqa", args.add_noqa),
+                                        ("-", args.paths == ["-"])) if given]
+    if refused:
+        print(f"gradmode-lint: error: --fix does not take {', '.join(refused)} (fix first, then lint)", file=sys.stderr)
+        return EXIT_ERROR
+    argv: list[str] = []
+    for action in add_config_options(argparse.ArgumentParser()):
+        value = getattr(args, action.dest)
+        if value is None or value == action.default:
+            continue
+        for one in value if isinstance(value, list) else [value]:  # --select given twice stays twice
+            argv += [action.option_strings[0], str(one)]
+    if args.quiet:
+        argv.append("--quiet")
+    from .codemod import main as fix_main
+
+    status = fix_main([*argv, "--", *args.paths])
+    return EXIT_CLEAN if args.exit_zero and status == EXIT_FINDINGS else status
+
+
 def tolerant_output() -> None:
     """A file name that is not UTF-8 reaches Python with lone surrogates: on a UTF-8 stdout it goes
     out as the bytes the file system gave (as ``ls`` prints it), elsewhere escaped, never a crash."""
@@ -203,10 +234,7 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.fix:
-        from .codemod import main as fix_main
-
-        return fix_main([a for a in argv if a != "--fix" and not a.startswith("--format")
-                         and a not in ("--statistics", "--exit-zero")])
+        return _fix(args)
     try:
         config_from_args(args)  # a bad option or config is an error even with no files
     except ConfigError as exc:

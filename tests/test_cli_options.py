@@ -61,6 +61,20 @@ def test_fix_runs_the_codemod(tmp_path):
     assert "inference_mode" in (root / "eng" / "other.py").read_text()  # only the given file is rewritten
 
 
+def test_fix_takes_the_shared_options_as_parsed_and_refuses_report_options(tmp_path):
+    root = _project(tmp_path)
+    refused = run_script("gradmode-lint", "--fix", "-o", "report.txt", "eng/warm.py", cwd=root)
+    assert refused.returncode == 2 and "--fix does not take --output" in refused.stderr, refused
+    assert "inference_mode" in (root / "eng" / "warm.py").read_text() and not (root / "report.txt").exists()
+    ignored = run_script("gradmode-lint", "--fix", "--format", "concise", "--no-cache", "--ignore", "GM101",
+                         "-j", "1", "eng/warm.py", cwd=root)
+    assert ignored.returncode == 0, ignored
+    assert "inference_mode" in (root / "eng" / "warm.py").read_text()  # --ignore reached the codemod
+    fixed = run_script("gradmode-lint", "--fix", "--format=concise", "--select", "GM1", "eng/warm.py", cwd=root)
+    assert fixed.returncode == 0, fixed
+    assert "inference_mode" not in (root / "eng" / "warm.py").read_text()
+
+
 def test_color_follows_the_flag_and_no_color(tmp_path):
     root = _project(tmp_path)
     always = run_script("gradmode-lint", "eng/warm.py", "--color", "always", cwd=root).stdout
