@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -92,6 +93,7 @@ class SummaryCache:
         self._base: Optional[str] = None  # the id of the summaries.json read
         self._changed: set[str] = set()  # paths whose entry differs from that file's
         self._dirty = False
+        self.reused = 0  # summaries this run took from the cache
 
     def _load(self) -> dict[str, list]:
         if self._entries is None:
@@ -132,9 +134,13 @@ class SummaryCache:
     def get(self, path: str, key: str) -> Optional[dict]:
         entry = self._load().get(path)
         if (isinstance(entry, list) and len(entry) == 2 and entry[0] == key and isinstance(entry[1], dict)
-                and entry[1].get("schema") == SCHEMA and entry[1].get("path") == path):
+                and entry[1].get("schema") == SCHEMA and entry[1].get("path") == path and _well_shaped(entry[1])):
             return entry[1]
         return None
+
+    def forget(self) -> None:
+        """Drop every entry read: the run summarises each file afresh and rewrites the whole file."""
+        self._entries, self._base, self._changed, self.reused = {}, None, set(), 0
 
     def put(self, path: str, key: str, summary: dict) -> None:
         self._load()[path] = [key, summary]
@@ -181,9 +187,14 @@ class SummaryCache:
         """Write ``data`` to ``target`` whole or not at all; whether it was written."""
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            gitignore = target.parent / ".gitignore"
-            if not gitignore.exists():
-                gitignore.write_text("# Created by gradmode-lint\n*\n")
+            try:  # O_EXCL: never through a link there, dangling or not
+                fd = os.open(target.parent / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW
+                             | getattr(os, "O_CLOEXEC", 0), 0o666)
+            except FileExistsError:
+                pass  # ours, the user's or a link: left as it is
+            else:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write("# Created by gradmode-lint\n*\n")
             # One C-encoder call (json.dump is ~10x slower); the data is ours and acyclic, and not
             # tracking every list for cycles takes a quarter off (sglang 0.5.15: 0.66 s against 0.87 s).
             text = json.dumps(data, separators=(",", ":"), check_circular=False)
@@ -208,21 +219,49 @@ def _nothing() -> None:
     pass
 
 
+def _well_shaped(summary: dict) -> bool:
+    """Whether a cached summary's fields have the types a fresh one's have. The records inside are not
+    checked (too slow on a 50 MB cache): an analysis that fails on one is rerun without the cache."""
+    return (isinstance(summary.get("module"), str) and isinstance(summary.get("package"), bool)
+            and isinstance(summary.get("star"), list)
+            and all(isinstance(summary.get(field), dict) and all(isinstance(v, dict) for v in summary[field].values())
+                    for field in ("functions", "classes")))
+
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# A cache file larger than this is no cache of ours (sglang's summaries are about 50 MB).
+MAX_CACHE_BYTES = 1 << 30
+
+
 def _read_json(path: Path) -> dict:
-    """A cache file's data; anything unreadable, corrupt or foreign is empty (a miss, never an error)."""
+    """A cache file's data; anything unreadable, corrupt or foreign is empty (a miss, never an error).
+
+    The cache folder is the checkout's: only a regular file is read, and not through a link, since
+    a FIFO there would block the run and a link to /dev/zero would never end.
+    """
     try:
-        with open(path, "rb") as handle:
-            data = json.loads(handle.read())
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_BINARY", 0))
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHE_BYTES:
+                return {}
+            data = json.loads(handle.read(MAX_CACHE_BYTES + 1))
     except (OSError, ValueError, RecursionError, MemoryError):
         return {}
     return data if isinstance(data, dict) and data.get("format") == CACHE_FORMAT else {}
 
 
 def finding_from_dict(data: dict) -> Finding:
-    fixes = tuple(Fix(f["action"], tuple(f["at"]), bool(f["safe"]), tuple(tuple(i) for i in f["items"]))
+    fixes = tuple(Fix(str(f["action"]), _position(f["at"]), bool(f["safe"]), tuple(_position(i) for i in f["items"]))
                   for f in data.get("fixes", ()))
     return Finding(str(data["path"]), int(data["line"]), int(data["col"]), str(data["code"]), str(data["message"]),
                    str(data["severity"]), str(data["fixable"]), tuple(str(n) for n in data.get("notes", ())), fixes)
+
+
+def _position(value) -> tuple[int, int]:
+    line, col = value
+    return int(line), int(col)
 
 
 def summarize_source(source: SourceFile, module: str, is_package: bool) -> Union[dict, FileError]:
@@ -255,7 +294,7 @@ def _summarize_job(job: _Job) -> tuple[str, Union[dict, FileError]]:
 def _summarize_file(job: _Job) -> tuple[str, Union[dict, FileError]]:
     source = read_source(job.path, job.max_bytes)
     if isinstance(source, FileError):
-        return content_key(job.path), source  # the key a rerun compares, also for a file it cannot use
+        return content_key(job.path, job.max_bytes), source  # the key a rerun compares, also for a file it cannot use
     try:
         return file_key(source.raw), summarize_source(source, job.module, job.is_package)
     except Exception as exc:  # one bad file must not stop the run
@@ -286,7 +325,8 @@ class _Entry:
 
 
 def project_files(root: str, config: Config, extra: Sequence[str] = (),
-                  overrides: Optional[dict[str, str]] = None, read_keys: bool = True) -> list[_Entry]:
+                  overrides: Optional[dict[str, str]] = None, read_keys: bool = True,
+                  max_bytes: int = MAX_FILE_BYTES) -> list[_Entry]:
     files, _ = discover([root], config.exclude)
     files = [os.path.normpath(f) for f in files]
     # Named files the walk skipped (outside the root, or under an excluded folder: exclude applies
@@ -309,16 +349,18 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
         elif not read_keys:
             key = None
         else:
-            key = content_key(path)
+            key = content_key(path, max_bytes)
         entries.append(_Entry(path, module, is_package, key))
     return entries
 
 
-def content_key(path: str) -> str:
-    """The hash the caches compare a file by; "" when it cannot be read (or is no regular file)."""
+def content_key(path: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The hash the caches compare a file by; "" when it cannot be read (or is no regular file, or is
+    over ``max_bytes``: its cached summary must not stand in for the error summarising it gives)."""
     try:
         with open(path, "rb", opener=_nonblocking) as handle:
-            return file_key(handle.read()) if os.path.isfile(path) else ""
+            raw = handle.read(max_bytes + 1)
+            return file_key(raw) if os.path.isfile(path) and len(raw) <= max_bytes else ""
     except OSError:
         return ""
 
@@ -346,6 +388,7 @@ def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryC
         cached = cache.get(entry.path, entry.key) if cache is not None and entry.key else None
         if cached is not None and cached.get("module") == entry.module:
             summaries[entry.path] = cached
+            cache.reused += 1
             continue
         todo.append(_Job(entry.path, entry.module, entry.is_package, max_bytes))
         todo_entries.append(entry)
@@ -403,12 +446,23 @@ def run_rules(analysis, config: Config, wanted: Optional[set[str]] = None) -> li
     return sorted(set(findings))
 
 
-def _digest(config: Config, entries: list[_Entry]) -> str:
-    h = hashlib.sha256(f"{CACHE_FORMAT}|{config.fingerprint()}".encode())
+def _digest(config: Config, entries: list[_Entry], max_bytes: int) -> str:
+    h = hashlib.sha256(f"{CACHE_FORMAT}|{config.fingerprint()}|{max_bytes}".encode())
     for entry in entries:
         # paths as the file system gave them: a name that is not UTF-8 comes with lone surrogates
         h.update(f"|{entry.path}|{entry.module}|{entry.key}".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
+
+
+def _summarise_and_analyse(entries: list[_Entry], config: Config, jobs: int, cache: Optional[SummaryCache],
+                           max_bytes: int, overrides: dict[str, str], progress):
+    summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides, progress)
+    saved = cache.save(background=jobs > 1) if cache is not None else _nothing
+    try:
+        analysis = analyse(summaries, config)
+        return summaries, summary_errors, analysis, run_rules(analysis, config)
+    finally:
+        saved()
 
 
 def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir: Optional[Path] = None,
@@ -436,30 +490,34 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                           else "") for p in requested]
     else:
         entries = project_files(root, config, requested, overrides,
-                                read_keys=cache is not None and not cache.is_empty())
+                                read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes)
     # results are saved with summaries: without any, they cannot be a hit
     complete = all(entry.key is not None for entry in entries)
-    cached = cache.results(_digest(config, entries)) if cache is not None and not overrides and complete else None
+    cached = cache.results(_digest(config, entries, max_bytes)) \
+        if cache is not None and not overrides and complete else None
     analysis = None
     if cached is not None:
         try:
             all_findings = [finding_from_dict(f) for f in cached["findings"]]
             summary_errors = {p: FileError(p, str(m)) for p, m in dict(cached["errors"]).items()}
             serving = ServingMode(*[str(v) for v in cached["serving"]])
-        except (KeyError, TypeError, ValueError):
+        except Exception:  # a result of any other shape (the checkout's to plant) is a miss
             cached = None
     if cached is None:
         with collector_paused():
-            summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides, progress)
-            saved = cache.save(background=jobs > 1) if cache is not None else _nothing
             try:
-                analysis = analyse(summaries, config)
-                all_findings = run_rules(analysis, config)
-            finally:
-                saved()
+                summaries, summary_errors, analysis, all_findings = _summarise_and_analyse(
+                    entries, config, jobs, cache, max_bytes, overrides, progress)
+            except (KeyError, TypeError, AttributeError, IndexError, ValueError):
+                if cache is None or not cache.reused:
+                    raise  # from fresh summaries only: a bug of ours
+                # a cached summary garbled deeper than `SummaryCache.get` checks: once more, all afresh
+                cache.forget()
+                summaries, summary_errors, analysis, all_findings = _summarise_and_analyse(
+                    entries, config, jobs, cache, max_bytes, overrides, progress)
         serving = analysis.serving
         if cache is not None and not overrides:
-            cache.save_results(_digest(config, entries), all_findings, summary_errors, serving)
+            cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving)
     # the project's paths are spelt from its root; report them as the user spelt the request
     wanted = {os.path.abspath(p): p for p in requested}
     findings = [dataclasses.replace(f, path=wanted[os.path.abspath(f.path)]) for f in all_findings

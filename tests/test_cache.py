@@ -320,3 +320,145 @@ def test_a_file_removed_then_restored_is_summarised_from_the_changes(tmp_path, m
     (cache / "results.json").unlink()
     summarised = _summarised_in(monkeypatch)
     assert _findings(root, jobs=1)[0] == cold and summarised == []
+
+
+def test_the_file_size_limit_is_part_of_a_cached_result(tmp_path):
+    root = write_package(tmp_path / "repo", BUGGY)
+    warm = os.path.join("engine", "warm.py")
+    found, run = _findings(root, max_bytes=10)
+    assert found == [] and [e.path for e in run.errors] == [warm]
+    found, run = _findings(root)  # no limit: the file is analysed, not the over-the-limit result reused
+    assert [code for *_, code in found] == ["GM101"] and run.errors == []
+    found, run = _findings(root, max_bytes=10)  # nor is its cached summary used once it is over the limit
+    assert found == [] and [e.path for e in run.errors] == [warm]
+
+
+def test_a_results_cache_of_the_wrong_shape_is_a_miss(tmp_path):
+    root = write_package(tmp_path / "repo", BUGGY)
+    cold, _ = _findings(root)
+    results = root / ".gradmode_cache" / "results.json"
+    good = json.loads(results.read_text())
+    finding = good["findings"][0]
+    for garble in ({"findings": [5]}, {"findings": [[finding]]}, {"findings": [dict(finding, fixes=[5])]},
+                   {"findings": [dict(finding, fixes=[dict(finding["fixes"][0], at=["x", "y"])])]},
+                   {"errors": [5]}, {"serving": [1]}, {"serving": 5}):
+        results.write_text(json.dumps(dict(good, **garble)))
+        found, run = _findings(root)
+        assert found == cold and run.analysis is not None, garble
+        assert json.loads(results.read_text()) == good  # and rewritten
+
+
+def test_a_cached_summary_of_the_wrong_shape_is_a_miss(tmp_path, monkeypatch):
+    root = write_package(tmp_path / "repo", BUGGY)
+    cold, _ = _findings(root)
+    cache = root / ".gradmode_cache"
+    good = json.loads((cache / "summaries.json").read_text())
+    warm = os.path.join("engine", "warm.py")
+    for field, value in (("classes", []), ("classes", {"A": 5}), ("functions", 5), ("functions", {"warmup": 5}),
+                         ("functions", None), ("star", 5), ("package", "yes"), ("module", 5)):
+        data = json.loads(json.dumps(good))
+        data["entries"][warm][1][field] = value
+        if value is None:
+            del data["entries"][warm][1][field]
+        (cache / "summaries.json").write_text(json.dumps(data))
+        (cache / "summaries-changes.json").unlink(missing_ok=True)
+        (cache / "results.json").unlink()
+        summarised = _summarised_in(monkeypatch)
+        assert _findings(root)[0] == cold, (field, value)
+        assert summarised == [warm]  # that entry alone is redone
+        monkeypatch.undo()
+
+
+def test_a_cached_summary_garbled_deep_inside_is_summarised_again(tmp_path, monkeypatch):
+    files = dict(BUGGY)
+    files["engine/other.py"] = "def f():\n    return 1\n"
+    root = write_package(tmp_path / "repo", files)
+    cold, _ = _findings(root)
+    cache = root / ".gradmode_cache"
+    data = json.loads((cache / "summaries.json").read_text())
+    warm = os.path.join("engine", "warm.py")
+    data["entries"][warm][1]["functions"]["warmup"]["calls"] = 5  # past the checks made when it is taken
+    (cache / "summaries.json").write_text(json.dumps(data))
+    (cache / "results.json").unlink()
+    summarised = _summarised_in(monkeypatch)
+    assert _findings(root)[0] == cold
+    assert sorted(summarised) == sorted(str(p.relative_to(root)) for p in root.rglob("*.py"))  # all afresh
+    saved = json.loads((cache / "summaries.json").read_text())
+    assert isinstance(saved["entries"][warm][1]["functions"]["warmup"]["calls"], list)
+    assert _findings(root)[1].analysis is None  # and the result was saved
+
+
+def test_an_analysis_error_with_only_fresh_summaries_is_raised(tmp_path, monkeypatch):
+    import pytest
+
+    import lints.engine as engine
+
+    root = write_package(tmp_path / "repo", BUGGY)
+    _findings(root)
+    (root / ".gradmode_cache" / "results.json").unlink()
+    calls = []
+
+    def broken(summaries, config):
+        calls.append(len(summaries))
+        raise KeyError("a bug of ours")
+
+    monkeypatch.setattr(engine, "analyse", broken)
+    with pytest.raises(KeyError):
+        _findings(root)  # with cached summaries: tried once more with fresh ones, which fails too
+    assert len(calls) == 2
+    calls.clear()
+    with pytest.raises(KeyError):
+        _findings(root, use_cache=False)
+    assert len(calls) == 1
+
+
+def _cli_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_cache_files_linked_to_a_device_are_not_read(tmp_path):
+    import resource
+
+    root = write_package(tmp_path / "repo", BUGGY)
+    cache = root / ".gradmode_cache"
+    cache.mkdir()
+    for name in ("summaries.json", "summaries-changes.json", "results.json"):
+        (cache / name).symlink_to("/dev/zero")
+
+    def bounded():  # were the device read, this stops it: at 2 GiB (MemoryError) or a minute of CPU
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
+
+    with open(tmp_path / "out", "w") as out:
+        child = subprocess.Popen([sys.executable, "-m", "lints", "-j", "1", "."], cwd=root, env=_cli_env(),
+                                 stdout=out, stderr=subprocess.STDOUT, preexec_fn=bounded)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+    output = (tmp_path / "out").read_text()
+    assert child.returncode == 1 and "GM101" in output, output
+    assert usage.ru_maxrss < 256 << 10  # KiB: the device was not read into memory
+    assert not (cache / "summaries.json").is_symlink()  # replaced by a cache of ours
+
+
+def test_a_fifo_as_a_cache_file_does_not_block(tmp_path):
+    root = write_package(tmp_path / "repo", BUGGY)
+    cache = root / ".gradmode_cache"
+    cache.mkdir()
+    os.mkfifo(cache / "summaries.json")
+    result = subprocess.run([sys.executable, "-m", "lints", "-j", "1", "."], cwd=root, capture_output=True,
+                            text=True, env=_cli_env(), timeout=60)
+    assert result.returncode == 1 and "GM101" in result.stdout, result.stderr
+
+
+def test_a_gitignore_link_in_the_cache_is_not_written_through(tmp_path):
+    root = write_package(tmp_path / "repo", BUGGY)
+    (tmp_path / "victim").mkdir()
+    cache = root / ".gradmode_cache"
+    cache.mkdir()
+    (cache / ".gitignore").symlink_to(os.path.join("..", "..", "victim", "x"))  # dangling
+    found, _ = _findings(root)
+    assert [code for *_, code in found] == ["GM101"]
+    assert not (tmp_path / "victim" / "x").exists() and (cache / ".gitignore").is_symlink()
+    assert (cache / "summaries.json").is_file() and (cache / "results.json").is_file()
