@@ -113,6 +113,13 @@ def _excluded(name: str, full: str, exclude: tuple[str, ...]) -> bool:
     return path_match(name, exclude) is not None or path_match(full.replace(os.sep, "/"), exclude) is not None
 
 
+def excluded_below(path: str, root: str, exclude: Iterable[str]) -> bool:
+    """Whether a walk from ``root`` would skip ``path`` by name: it or a folder between them is excluded."""
+    exclude = tuple(exclude)
+    parts = os.path.relpath(os.path.abspath(path), os.path.abspath(root)).split(os.sep)
+    return any(_excluded(part, os.path.join(root, *parts[:i + 1]), exclude) for i, part in enumerate(parts))
+
+
 def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], list[FileError]]:
     """Python files under ``paths``; explicitly named files are taken as they are.
 

@@ -44,6 +44,7 @@ class GradModeChecker:
     explicit_config: ClassVar[Optional[str]] = None
     _by_root: ClassVar[dict[str, dict[str, list]]] = {}
     _prefetching: ClassVar[dict[str, str]] = {}  # project root -> the lock its background analysis holds
+    _named: ClassVar[list[str]] = []  # the paths flake8 was given
 
     def __init__(self, tree: ast.AST, filename: str, lines: Sequence[str]) -> None:
         self.filename = filename
@@ -93,6 +94,7 @@ class GradModeChecker:
         jobs = getattr(options, "jobs", None)
         parallel = jobs is not None and (getattr(jobs, "is_auto", False) or getattr(jobs, "n_jobs", 1) > 1)
         filenames = [f for f in getattr(options, "filenames", None) or [] if f not in ("-", "stdin")]
+        cls._named = filenames
         if parallel and filenames and os.cpu_count() and os.cpu_count() > 1:
             cls._start_prefetch(filenames)
 
@@ -177,7 +179,8 @@ class GradModeChecker:
                 return found
             if root in cls._prefetching:
                 cls._wait_for_prefetch(cls._prefetching[root])  # then the result is in the cache
-            run = lint_project([root], config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False)
+            run = lint_project([root, *cls._beyond_the_walk(root, config)], config, jobs=1,
+                               cache_dir=default_cache_dir(), apply_noqa=False)
             found = {}
             for finding in run.findings:
                 found.setdefault(os.path.abspath(finding.path), []).append(finding)
@@ -185,6 +188,16 @@ class GradModeChecker:
                 found.setdefault(os.path.abspath(error.path), []).append(error)
             cls._by_root[root] = found
         return found
+
+    @classmethod
+    def _beyond_the_walk(cls, root: str, config: Config) -> list[str]:
+        """Paths flake8 was given in this project that the walk from its root does not reach: those
+        through a symlinked folder (not followed). What ``exclude`` names stays out, as documented."""
+        from .engine import find_project_root
+        from .files import excluded_below
+
+        return [p for p in cls._named if os.path.realpath(p) != os.path.abspath(p) and os.path.exists(p)
+                and find_project_root([p]) == root and not excluded_below(p, root, config.exclude)]
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         if self.filename in ("-", "stdin") or not os.path.isfile(self.filename):

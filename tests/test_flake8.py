@@ -143,3 +143,19 @@ def test_plugin_is_registered():
     proc = run_module("flake8", "--version")
     assert "gradmode-lint" in proc.stdout, proc.stdout
     assert sys.version_info >= (3, 9)
+
+
+def test_a_file_named_through_a_symlinked_folder_is_analysed(tmp_path):
+    """The walk does not follow symlinked folders; a file flake8 is given through one used to get no
+    finding at all (the CLI lints it). What ``exclude`` names stays out, as documented."""
+    write_package(tmp_path / "ext", {"sub/w.py": "import torch\ndef warmup(model):\n"
+                                                "    with torch.inference_mode():\n        model()\n"})
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[tool.gradmode]\n")
+    (root / "linked").symlink_to(tmp_path / "ext" / "sub", target_is_directory=True)
+    proc = run_module("flake8", "--select", "GM", "linked/w.py", cwd=root)
+    assert [m.group("code") for m in map(HEAD.match, proc.stdout.splitlines()) if m] == ["GM101"], proc
+    (root / "pyproject.toml").write_text('[tool.gradmode]\nexclude = ["linked"]\n')
+    proc = run_module("flake8", "--select", "GM", "linked/w.py", cwd=root)
+    assert proc.returncode == 0 and not proc.stdout, proc
