@@ -16,24 +16,35 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext, SkipFile
 from libcst.metadata import BatchableMetadataProvider
 
+from lints.codemod import file_identity, names_imported_elsewhere
 from lints.options import Config, default_cache_dir, load_config, split_codes
 from lints.engine import finding_from_dict, lint_project
 from lints.fixer import STYLES, apply_fixes, plans_for
 
+_NOTHING = ((), None)
 
-def _project_findings(root: Path, paths: List[str], config: Config) -> dict[str, list[dict]]:
-    absolute = {os.path.abspath(p if os.path.isabs(p) else root / p): p for p in paths}
+
+def _project_findings(root: Path, paths: List[str], config: Config) -> dict[str, tuple]:
+    """given path -> (its findings as dicts, the names other modules import from it: see
+    ``names_imported_elsewhere``). A file given under several paths has them all under the first, none
+    under the others: fixed twice, the second fix would apply the first's positions to its result."""
+    first: dict[tuple, str] = {}
+    for p in paths:
+        first.setdefault(file_identity(p if os.path.isabs(p) else str(root / p)), p)
     run = lint_project([str(root)], config, cache_dir=default_cache_dir())
-    found: dict[str, list[dict]] = {p: [] for p in paths}
+    imported = names_imported_elsewhere(run, config) if any(f.fixes for f in run.findings) else {}
+    found: dict[str, list[dict]] = {p: [] for p in first.values()}
     for finding in run.findings:
-        given = absolute.get(os.path.abspath(finding.path))
+        given = first.get(file_identity(finding.path))
         if given is not None:
             found[given].append(finding.to_dict())
-    return found
+    fixes = {p: (tuple(found[p]), imported.get(identity)) for identity, p in first.items()}
+    return {p: fixes.get(p, _NOTHING) for p in paths}
 
 
 class ProjectFindingsProvider(BatchableMetadataProvider[tuple]):
-    """The project analysis' findings for the module being transformed (as plain dicts)."""
+    """The project analysis' findings for the module being transformed (as plain dicts), and the names
+    other modules import from it."""
 
     @classmethod
     def gen_cache(cls, root_path: Path, paths: List[str], timeout: Optional[int] = None,
@@ -42,7 +53,7 @@ class ProjectFindingsProvider(BatchableMetadataProvider[tuple]):
         return _project_findings(Path(root_path), list(paths), config)
 
     def visit_Module(self, node: cst.Module) -> None:
-        self.set_metadata(node, tuple(self.cache or ()))
+        self.set_metadata(node, self.cache or _NOTHING)
 
 
 class FixInferenceMode(CodemodCommand):
@@ -71,18 +82,18 @@ class FixInferenceMode(CodemodCommand):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         filename = self.context.filename or ""
         if self.context.metadata_manager is not None:
-            data = self.get_metadata(ProjectFindingsProvider, tree, ())
+            data, imported = self.get_metadata(ProjectFindingsProvider, tree, _NOTHING)
         elif filename:  # run without a repository root: analyse the project around this file
             from lints.engine import find_project_root
 
             root = Path(find_project_root([filename]))
-            data = tuple(_project_findings(root, [filename], self.config).get(filename, ()))
+            data, imported = _project_findings(root, [filename], self.config).get(filename, _NOTHING)
         else:
             raise SkipFile("no file name: the project analysis needs one")
         findings = [finding_from_dict(d) for d in data]
         findings = [f for f in findings if self.config.is_selected(f.code)]
-        plans = plans_for(tree, findings, self.unsafe_fixes)
+        plans = plans_for(tree, findings, self.unsafe_fixes, style=self.style)
         if not plans:
             raise SkipFile("nothing to fix")
         # CodemodCommand.transform_module adds/removes the scheduled imports afterwards.
-        return apply_fixes(tree, plans, self.style, self.context, update_imports=False)
+        return apply_fixes(tree, plans, self.style, self.context, update_imports=False, imported_elsewhere=imported)

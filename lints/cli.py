@@ -44,7 +44,8 @@ def add_config_options(parser: argparse.ArgumentParser) -> list[argparse.Action]
     option("--path-patterns", metavar="GLOBS",
            help="comma-separated function-name globs that mark warmup/autotune/capture paths")
     option("--extend-path-patterns", metavar="GLOBS", help="added to the default path patterns")
-    option("--class-patterns", metavar="GLOBS", help="class-name globs whose capture-pattern methods count as capture paths")
+    option("--class-patterns", metavar="GLOBS",
+           help="class-name globs whose capture-pattern methods count as capture paths")
     option("--module-globs", metavar="GLOBS", help="file globs whose functions are all such paths")
     option("--exclude", metavar="GLOBS", help="file or folder globs to skip when walking folders")
     option("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
@@ -166,10 +167,11 @@ def entry() -> NoReturn:
 def _fix(args: argparse.Namespace) -> int:
     """``--fix``: the codemod, given the shared options as parsed here; it reports what is left its
     own way, so options about the report are refused rather than dropped."""
-    refused = [flag for flag, given in (("--format", args.format not in ("text", "concise")), ("--statistics", args.statistics),
-                                        ("--output", args.output), ("--baseline", args.baseline),
-                                        ("--write-baseline", args.write_baseline), ("--add-noqa", args.add_noqa),
-                                        ("-", args.paths == ["-"])) if given]
+    report_options = (("--format", args.format not in ("text", "concise")), ("--statistics", args.statistics),
+                      ("--output", args.output), ("--baseline", args.baseline),
+                      ("--write-baseline", args.write_baseline), ("--add-noqa", args.add_noqa),
+                      ("-", args.paths == ["-"]))
+    refused = [flag for flag, given in report_options if given]
     if refused:
         print(f"gradmode-lint: error: --fix does not take {', '.join(refused)} (fix first, then lint)", file=sys.stderr)
         return EXIT_ERROR
@@ -268,6 +270,7 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         print(f"gradmode-lint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     findings, errors, nfiles, servings = [], [], 0, []
+    run_configs: list[tuple] = []
     for config, members in groups:
         run = lint_project(members, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
                            use_cache=not args.no_cache, max_bytes=args.max_file_size, overrides=overrides,
@@ -275,6 +278,7 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         if retain is not None:
             retain.append(run)
         findings += [(f, config) for f in run.findings]
+        run_configs.append((run, config))
         errors += run.errors
         nfiles += len(run.files)
         servings.append(run.serving)
@@ -303,8 +307,8 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     if args.add_noqa:
         return _add_noqa(findings, errors, args.quiet)
     if args.format == "json":
-        report = render_json(findings, errors, serving, _editor_details(findings, configs, args.max_file_size,
-                                                                     overrides or {}))
+        details = _editor_details(findings, configs, run_configs, args.max_file_size, overrides or {})
+        report = render_json(findings, errors, serving, details)
     elif args.format == "sarif":
         report = render_sarif(findings, errors, serving)
     elif args.format == "github":
@@ -369,10 +373,16 @@ def _add_noqa(findings, errors, quiet: bool) -> int:
     return EXIT_ERROR if failures else EXIT_CLEAN
 
 
-def _editor_details(findings, configs: dict, max_bytes: int, overrides: dict[str, str]) -> dict:
+def _editor_details(findings, configs: dict, run_configs: list[tuple], max_bytes: int,
+                    overrides: dict[str, str]) -> dict:
     """(path, line, col) -> {"end": (line, col), "edits": [...]} for ``--format json``."""
     from .spans import end_positions
 
+    imported = None
+    if any(f.fixes for f in findings):
+        from .codemod import names_imported_across  # libcst: only when there is a fix to describe
+
+        imported = names_imported_across(run_configs, max_bytes=max_bytes)
     details: dict = {}
     by_path: dict[str, list] = {}
     for f in findings:
@@ -388,7 +398,8 @@ def _editor_details(findings, configs: dict, max_bytes: int, overrides: dict[str
             if f.fixes:
                 from .codemod import FixOptions, fix_edits  # libcst: only when there is a fix to describe
 
-                edits = fix_edits(source, f, FixOptions(configs[id(f)], max_bytes=max_bytes, findings={}))
+                edits = fix_edits(source, f, FixOptions(configs[id(f)], max_bytes=max_bytes, findings={},
+                                                       imported=imported))
             details[(f.path, f.line, f.col)] = {"end": ends[(f.line, f.col)], "edits": edits}
     return details
 

@@ -17,17 +17,18 @@ import signal
 import sys
 import threading
 import warnings
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
 
 import libcst as cst
 
 from . import __version__
 from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args, configs_for_paths,
-                  internal_error)
+                  internal_error, tolerant_output)
 from .options import Config, ConfigError, default_cache_dir
-from .engine import lint_project
-from .files import (FileChangedError, SourceFile, default_jobs, is_read_only, read_source, remove_in_flight_temps,
-                    run_jobs, source_lines, write_file)
+from .engine import SummaryCache, collect_summaries, lint_project, project_files
+from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, default_jobs, is_read_only, read_source,
+                    remove_in_flight_temps, run_jobs, source_lines, write_file)
 from .fixer import STYLES, fix_source
 from .limits import source_limits_error
 from .progress import Progress
@@ -45,6 +46,8 @@ class FixOptions:
     max_bytes: int = 4 * 1024 * 1024
     # path -> the project run's findings there; None: analyse the project around each file on its own
     findings: Optional[dict] = None
+    # with ``findings``: ``names_imported_elsewhere`` of the project run; None: not known, so no import is removed
+    imported: Optional[dict] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +70,10 @@ def fix_text(source: SourceFile, options: FixOptions) -> tuple[Optional[str], li
         run = lint_project([source.path], options.config, overrides={source.path: source.text}, use_cache=False,
                            alone=True)
         findings = list(run.findings)
+        imported: Optional[dict] = names_imported_elsewhere(run, options.config)
     else:
         findings = list(options.findings.get(source.path, ()))
+        imported = options.imported
     applicable = [f for f in findings if f.fixes and (f.fixable == "safe" or options.unsafe_fixes)]
     if not applicable:
         return None, findings, None
@@ -82,7 +87,10 @@ def fix_text(source: SourceFile, options: FixOptions) -> tuple[Optional[str], li
     except RecursionError:
         return None, [], "cannot parse for fixing: expressions nested too deeply"
     unbound: list = []
-    fixed_module = fix_source(module, applicable, options.style, options.unsafe_fixes, unbound=unbound)
+    refused: list[Finding] = []
+    fixed_module = fix_source(module, applicable, options.style, options.unsafe_fixes, unbound=unbound,
+                              refused=refused,
+                              imported_elsewhere=imported.get(file_identity(source.path)) if imported else None)
     if unbound:  # libcst and the analysis disagree on where the code is: refuse rather than guess
         line = unbound[0].at[0]
         lines = source_lines(source.text)
@@ -100,8 +108,72 @@ def fix_text(source: SourceFile, options: FixOptions) -> tuple[Optional[str], li
             ast.parse(fixed, filename=source.path)
     except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
         return None, [], f"internal error: the fix produced code that does not parse ({exc}); file left unchanged"
-    remaining = [f for f in findings if f not in applicable]
+    remaining = [f for f in findings if f not in applicable or f in refused]
     return fixed, remaining, None
+
+
+def file_identity(path: str) -> tuple:
+    """The same for every path of one file (``a.py`` and ``./a.py``, a symlink and its target, hard links)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("path", os.path.realpath(path))
+    return st.st_dev, st.st_ino
+
+
+def names_imported_elsewhere(run, config: Config, jobs: int = 1, max_bytes: int = MAX_FILE_BYTES) -> dict:
+    """``file_identity`` -> the names other modules of ``run``'s project import from that file's module, or None
+    where they may use any (an ``__init__.py``; a module imported whole or with ``*``): a fix keeps those imports."""
+    summaries: Iterable[dict]
+    if run.analysis is not None:
+        summaries = run.analysis.project.modules.values()
+    else:  # the findings came from the results cache; the summaries are cached too
+        cache = SummaryCache(default_cache_dir() or Path(run.root) / ".gradmode_cache")
+        entries = project_files(run.root, config, run.files, max_bytes=max_bytes)
+        summaries = collect_summaries(entries, jobs, cache, max_bytes)[0].values()
+    try:
+        return _imported_names(list(summaries))
+    except (KeyError, TypeError, AttributeError, ValueError):  # a cached summary garbled (the cache is the checkout's)
+        return {}  # not known: every import stays
+
+
+def names_imported_across(runs: Sequence[tuple], jobs: int = 1, max_bytes: int = MAX_FILE_BYTES) -> dict:
+    """``names_imported_elsewhere`` of several (run, config) pairs, merged by file."""
+    imported: dict = {}
+    for run, config in runs:
+        for identity, names in names_imported_elsewhere(run, config, jobs, max_bytes).items():
+            held = imported.get(identity, frozenset())
+            imported[identity] = None if names is None or held is None else names | held
+    return imported
+
+
+def _imported_names(summaries: list[dict]) -> dict:
+    children: dict[str, set[tuple[str, str]]] = {}  # dotted name -> (name under it, importing module)
+    whole: dict[str, set[str]] = {}  # module or package bound by an import -> the importing modules
+    for summary in summaries:
+        importer = summary["module"]
+        for fn in summary["functions"].values():
+            for full in fn["imports"].values():
+                parts = full.split(".")
+                whole.setdefault(full, set()).add(importer)
+                for i in range(1, len(parts)):
+                    children.setdefault(".".join(parts[:i]), set()).add((parts[i], importer))
+        for source in summary["star"]:
+            whole.setdefault(source, set()).add(importer)
+    out: dict = {}
+    for summary in summaries:
+        module = summary["module"]
+        parts = module.split(".")
+        # `import a.b` binds `a`: every module under it may be reached as an attribute
+        reached = summary["package"] or any(whole.get(".".join(parts[:i]), set()) - {module}
+                                            for i in range(1, len(parts) + 1))
+        identity = file_identity(summary["path"])
+        if reached or (identity in out and out[identity] is None):
+            out[identity] = None
+        else:
+            names = {name for name, importer in children.get(module, ()) if importer != module}
+            out[identity] = frozenset(names | out.get(identity, frozenset()))
+    return out
 
 
 def fix_file(path: str, options: FixOptions) -> FixOutcome:
@@ -223,6 +295,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_path_per_file(files: list[str], by_path: dict[str, list[Finding]]
+                       ) -> tuple[list[str], dict[str, list[Finding]]]:
+    """Each file once, under the first path naming it, with the findings of all its paths (one text: the
+    same positions). Fixed twice, the second fix would apply the first's positions to its result."""
+    first: dict[tuple, str] = {}
+    merged: dict[str, list[Finding]] = {}
+    for path in dict.fromkeys(files):
+        kept = first.setdefault(file_identity(path), path)
+        merged.setdefault(kept, []).extend(by_path.get(path, ()))
+    return list(first.values()), merged
+
+
 def _diff_label(side: str, path) -> str:
     """git-style ``a/rel/path`` for relative paths, relative to the cwd and normalised (``./pkg/x.py``
     and ``pkg//x.py`` are ``a/pkg/x.py``) so that ``git apply`` and ``patch -p1`` take the diff; a path
@@ -278,6 +362,7 @@ def _signals_exit_cleanly():
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    tolerant_output()
     with _signals_exit_cleanly():
         try:
             return _main(argv)
@@ -304,21 +389,25 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         return EXIT_CLEAN
     jobs = args.jobs if args.jobs and args.jobs > 0 else default_jobs()
 
-    def lint_all(progress=None):
-        """Each project with its own config; the whole project decides what is a finding."""
-        runs = [lint_project(members, config, jobs, cache_dir=default_cache_dir(), max_bytes=args.max_file_size,
-                             progress=progress) for config, members in groups]
+    def lint_all(progress=None, runs=None):
+        """Each project with its own config; the whole project decides what is a finding (``runs``: gets the runs)."""
+        runs = runs if runs is not None else []
+        runs.extend(lint_project(members, config, jobs, cache_dir=default_cache_dir(), max_bytes=args.max_file_size,
+                                 progress=progress) for config, members in groups)
         return ([f for r in runs for f in r.findings], [f for r in runs for f in r.files],
                 [e for r in runs for e in r.errors])
 
-    found, files, errors = lint_all(Progress("gradmode-fix: reading"))
+    runs = []
+    found, files, errors = lint_all(Progress("gradmode-fix: reading"), runs)
     by_path: dict[str, list[Finding]] = {}
     for finding in found:
         by_path.setdefault(finding.path, []).append(finding)
-    options = FixOptions(groups[0][0], args.style, args.unsafe_fixes, write=not (args.check or args.diff),
-                         diff=args.diff, max_bytes=args.max_file_size, findings=by_path)
     broken = {e.path for e in errors}
-    files = [f for f in files if f not in broken]
+    files, by_path = _one_path_per_file([f for f in files if f not in broken], by_path)
+    imported = names_imported_across([(run, config) for run, (config, _) in zip(runs, groups)], jobs,
+                                     args.max_file_size) if any(f.fixes for f in found) else None
+    options = FixOptions(groups[0][0], args.style, args.unsafe_fixes, write=not (args.check or args.diff),
+                         diff=args.diff, max_bytes=args.max_file_size, findings=by_path, imported=imported)
     progress = Progress("gradmode-fix: fixing")
     progress.start(len(files))
     try:

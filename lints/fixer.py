@@ -5,11 +5,11 @@ Used by ``python -m lints.codemod`` and by the libcst codemod commands in
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence, Union
+from typing import Collection, Iterable, Optional, Sequence, Union
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.codemod.visitors import AddImportsVisitor, GatherUnusedImportsVisitor, RemoveImportsVisitor
 
 import dataclasses
 
@@ -29,6 +29,7 @@ class FixPlan:
     node: cst.CSTNode
     safe: bool
     items: tuple[cst.WithItem, ...] = ()
+    fix: Optional[Fix] = None
 
 
 class _Nodes(cst.CSTVisitor):
@@ -60,14 +61,18 @@ class _Nodes(cst.CSTVisitor):
 
 
 def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: bool,
-              unbound: Optional[list[Fix]] = None) -> list[FixPlan]:
+              unbound: Optional[list[Fix]] = None, style: str = "remove",
+              refused: Optional[list[Finding]] = None) -> list[FixPlan]:
     """Distinct plans of the fixable findings (several GM104 calls share one block); a position that does
-    not name the expected node is never guessed: it goes to ``unbound``."""
+    not name the expected node is never guessed: it goes to ``unbound``. A finding whose fix would write
+    ``contextlib.nullcontext()`` where the module uses the name ``contextlib`` for anything but the
+    stdlib module is not fixed: it goes to ``refused``."""
+    findings = list(findings)
     fixes: dict[tuple, Fix] = {}
     for finding in findings:
         for fix in finding.fixes:
             if fix.safe or unsafe_fixes:
-                fixes.setdefault((fix.action, fix.at, fix.items), fix)
+                fixes.setdefault(_key(fix), fix)
     if not fixes:
         return []
     nodes = _Nodes()
@@ -76,10 +81,70 @@ def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: boo
     for fix in fixes.values():
         plan = _bind(fix, nodes)
         if plan is not None:
+            plan.fix = fix
             plans.append(plan)
         elif unbound is not None:
             unbound.append(fix)
+    clashing = {_key(plan.fix) for plan in plans if _writes_null_context(plan, style)}
+    if clashing and _uses_name_otherwise(module, "contextlib"):
+        kept = [f for f in findings if not any(_key(fix) in clashing for fix in f.fixes)]
+        if refused is not None:
+            refused.extend(f for f in findings if f not in kept)
+        wanted = {_key(fix) for f in kept for fix in f.fixes}
+        plans = [plan for plan in plans if _key(plan.fix) in wanted]
     return plans
+
+
+def _key(fix: Fix) -> tuple:
+    return fix.action, fix.at, fix.items
+
+
+def _writes_null_context(plan: FixPlan, style: str) -> bool:
+    """Whether ``_FixTransformer._register`` rewrites ``plan`` to ``contextlib.nullcontext``."""
+    if style != "remove":
+        return False
+    return plan.action == "null_context" or (
+        plan.action in ("unwrap_with", "drop_with_item") and any(item.asname is not None for item in plan.items))
+
+
+class _NameUses(cst.CSTVisitor):
+    """Whether ``name`` is used anywhere other than in ``import name``, ``from name import ...`` and
+    ``name.attr``: bound (assigned, a parameter, a def, ``import x as name``...) or read bare."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.found = False
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        self.found |= any(alias.asname is not None and _bound_name(alias) == self.name
+                          and _dotted(alias.name) != self.name for alias in node.names)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if not isinstance(node.names, cst.ImportStar):
+            self.found |= any(_bound_name(alias) == self.name for alias in node.names)
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if not (isinstance(node.value, cst.Name) and node.value.value == self.name):
+            node.value.visit(self)
+        return False  # `.attr` names no variable
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found |= node.value == self.name
+
+
+def _bound_name(alias: cst.ImportAlias) -> Optional[str]:
+    if alias.asname is not None:
+        return alias.asname.name.value if isinstance(alias.asname.name, cst.Name) else None
+    return _dotted(alias.name)
+
+
+def _uses_name_otherwise(module: cst.Module, name: str) -> bool:
+    uses = _NameUses(name)
+    module.visit(uses)
+    return uses.found
 
 
 def _bind(fix: Fix, nodes: _Nodes) -> Optional[FixPlan]:
@@ -274,7 +339,7 @@ def _unwrapped(with_node: cst.With) -> tuple[list[cst.BaseStatement], list[cst.E
     return statements, list(body.footer)
 
 
-def _inference_mode_imports(module: cst.Module) -> list[tuple[str, Optional[str]]]:
+def _inference_mode_imports(module: cst.Module) -> list[tuple[cst.ImportAlias, str, Optional[str]]]:
     """``from torch import inference_mode [as x]`` statements at any depth of the module's top level."""
     found = []
     for stmt in module.body:
@@ -288,16 +353,20 @@ def _inference_mode_imports(module: cst.Module) -> list[tuple[str, Optional[str]
                         if isinstance(alias.name, cst.Name) and alias.name.value == "inference_mode":
                             asname = alias.asname.name.value if alias.asname and isinstance(
                                 alias.asname.name, cst.Name) else None
-                            found.append((source, asname))
+                            found.append((alias, source, asname))
     return found
 
 
 def apply_fixes(module: cst.Module, plans: Sequence[FixPlan], style: str = "remove",
-                context: Optional[CodemodContext] = None, update_imports: bool = True) -> cst.Module:
+                context: Optional[CodemodContext] = None, update_imports: bool = True,
+                imported_elsewhere: Optional[Collection[str]] = None) -> cst.Module:
     """``module`` with ``plans`` applied (the module must be the one the plans were made on).
 
     Import changes are scheduled on ``context``; with ``update_imports`` they are
-    made here too (a libcst CodemodCommand makes them itself afterwards).
+    made here too (a libcst CodemodCommand makes them itself afterwards). An inference_mode
+    import is removed only where the fix left it unused, and never one that other modules may
+    import from this one: ``imported_elsewhere`` names those (None: not known, so none is removed),
+    and a module with ``__all__`` keeps them all.
     """
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES}")
@@ -305,8 +374,14 @@ def apply_fixes(module: cst.Module, plans: Sequence[FixPlan], style: str = "remo
         return module
     context = context or CodemodContext()
     fixed = module.visit(_FixTransformer(plans, style, context))
-    for source, asname in _inference_mode_imports(module):
-        RemoveImportsVisitor.remove_unused_import(context, source, "inference_mode", asname)
+    if imported_elsewhere is not None:
+        candidates = [(alias, source, asname) for alias, source, asname in _inference_mode_imports(module)
+                      if (asname or "inference_mode") not in imported_elsewhere]
+        if candidates and not _uses_name_otherwise(module, "__all__"):
+            unused_before = _unused_imports(module)  # the fix did not make those unused: not its business
+            for alias, source, asname in candidates:
+                if alias not in unused_before:
+                    RemoveImportsVisitor.remove_unused_import(context, source, "inference_mode", asname)
     if not update_imports:
         return fixed
     # each visitor copies the module and (for removal) computes scopes: skip them when nothing is scheduled
@@ -318,11 +393,20 @@ def apply_fixes(module: cst.Module, plans: Sequence[FixPlan], style: str = "remo
 
 
 def fix_source(module: cst.Module, findings: Iterable[Finding], style: str, unsafe_fixes: bool,
-               context: Optional[CodemodContext] = None, unbound: Optional[list[Fix]] = None
+               context: Optional[CodemodContext] = None, unbound: Optional[list[Fix]] = None,
+               refused: Optional[list[Finding]] = None, imported_elsewhere: Optional[Collection[str]] = None
                ) -> Union[cst.Module, None]:
-    """Fixed module, or None when no finding had an applicable fix."""
-    plans = plans_for(module, findings, unsafe_fixes, unbound)
-    return apply_fixes(module, plans, style, context) if plans else None
+    """Fixed module, or None when no finding had an applicable fix (see ``plans_for``, ``apply_fixes``)."""
+    plans = plans_for(module, findings, unsafe_fixes, unbound, style, refused)
+    return apply_fixes(module, plans, style, context, imported_elsewhere=imported_elsewhere) if plans else None
+
+
+def _unused_imports(module: cst.Module) -> set[cst.ImportAlias]:
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    wrapper.resolve_many(GatherUnusedImportsVisitor.get_inherited_dependencies())
+    gather = GatherUnusedImportsVisitor(CodemodContext(wrapper=wrapper))
+    module.visit(gather)
+    return {alias for alias, _ in gather.unused_imports}
 
 
 def _dotted(expr: cst.BaseExpression) -> Optional[str]:

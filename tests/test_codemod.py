@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import shutil
 import stat
+import subprocess
+import sys
 
 import pytest
 
-from lints.codemod import FixOptions, fix_text
+from lints.codemod import FixOptions, fix_text, names_imported_elsewhere
 from lints.options import Config
 from lints.files import decode_source
 
@@ -38,7 +40,7 @@ def fixed_in_project(folder, name: str, text: str, options: FixOptions) -> str:
     with chdir(folder):
         new, _, error = fix_text(decode_source(name, text.encode()),
                                  FixOptions(options.config, options.style, options.unsafe_fixes, write=False,
-                                            findings=by_path))
+                                            findings=by_path, imported=names_imported_elsewhere(run, options.config)))
     assert error is None, error
     return text if new is None else new
 
@@ -264,3 +266,121 @@ def test_libcst_tool_command_sees_the_whole_project(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "kernels.py").read_text() == "import torch\ndef prepare(m):\n    m()\n"
     assert (tmp_path / "warm.py").read_text() == "from kernels import prepare\ndef warmup(m):\n    prepare(m)\n"
+
+
+# --- a file fixed once, imports other modules use, a name `contextlib` of the user's -------------
+
+TWO_CONTEXTS = ("import torch\n"
+                "def warmup(model):\n"
+                "    ctx = torch.no_grad()\n"
+                "    pass\n"
+                "    ctx = torch.inference_mode()\n"
+                "    with ctx:\n"
+                "        return model()\n")
+
+
+def run_warmup(text: str):
+    """Exec the fixed module and call its ``warmup``: (grad mode, inference mode) the model ran under."""
+    import torch
+
+    namespace: dict = {}
+    exec(compile(text, "fixed.py", "exec"), namespace)
+    return namespace["warmup"](lambda: (torch.is_grad_enabled(), torch.is_inference_mode_enabled()))
+
+
+@pytest.mark.parametrize("paths, link", [(["-j1", "a.py", "./a.py"], False), (["-j2", "a.py", "./a.py"], False),
+                                         (["-j2", "."], True), (["-j1", "link.py", "a.py"], True)])
+def test_a_file_named_twice_or_through_a_symlink_is_fixed_once(tmp_path, paths, link):
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\n")
+    path = write(tmp_path, "a.py", TWO_CONTEXTS)
+    if link:
+        (tmp_path / "link.py").symlink_to("a.py")
+    diff = run_module("lints.codemod", "--diff", *paths, cwd=tmp_path)
+    assert sum(line.startswith("+++ ") for line in diff.stdout.splitlines()) == 1, diff.stdout
+    proc = run_module("lints.codemod", *paths, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 changed" in proc.stderr
+    fixed = path.read_text()
+    assert "    ctx = torch.no_grad()\n" in fixed and "    ctx = contextlib.nullcontext()\n" in fixed
+    assert run_warmup(fixed) == (True, False)
+    assert not link or (tmp_path / "link.py").is_symlink()
+
+
+def test_libcst_command_fixes_a_file_and_its_symlink_once(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\n")
+    path = write(tmp_path, "a.py", TWO_CONTEXTS)
+    (tmp_path / "link.py").symlink_to("a.py")
+    proc = run_module("libcst.tool", "codemod", "-x", "--no-format", "-j1", "codemods.gradmode.FixInferenceMode", ".",
+                      cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    fixed = path.read_text()
+    assert "    ctx = torch.no_grad()\n" in fixed and run_warmup(fixed) == (True, False)
+
+
+UTILS = ("from torch import inference_mode\n"
+         "from torch import inference_mode as unused_before\n"
+         "def warmup(model):\n"
+         "    with inference_mode():\n"
+         "        return model()\n")
+
+
+@pytest.mark.parametrize("utils, importer", [
+    ("utils.py", "from utils import inference_mode\n"),
+    ("utils.py", "import utils\nim = utils.inference_mode\n"),
+    ("pkg/utils.py", "from .utils import inference_mode\n"),
+    ("pkg/__init__.py", ""),
+])
+def test_fix_keeps_an_import_other_modules_may_use(tmp_path, utils, importer):
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    write(tmp_path, utils, UTILS)
+    write(tmp_path, "pkg/other.py" if utils.startswith("pkg/") else "other.py", importer)
+    proc = run_module("lints.codemod", ".", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    fixed = (tmp_path / utils).read_text()
+    assert fixed == UTILS.replace("    with inference_mode():\n        return model()\n", "    return model()\n")
+    module = "pkg" if utils == "pkg/__init__.py" else utils[:-3].replace("/", ".")
+    other = "pkg.other" if utils.startswith("pkg/") else "other"
+    check = subprocess.run([sys.executable, "-c", f"import {other}, {module} as m; "
+                            "import torch; assert not m.warmup(torch.is_inference_mode_enabled)"],
+                           cwd=tmp_path, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+
+
+def test_fix_removes_only_the_import_it_made_unused(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\n")
+    path = write(tmp_path, "utils.py", UTILS)
+    proc = run_module("lints.codemod", ".", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    fixed = path.read_text()
+    assert fixed == "from torch import inference_mode as unused_before\ndef warmup(model):\n    return model()\n"
+    assert run_warmup(fixed) == (True, False)
+
+
+@pytest.mark.parametrize("binding, param", [
+    ("contextlib = 5\n", ""), ("", ", contextlib=None"), ("import os as contextlib\n", ""),
+    ("def contextlib():\n    pass\n", ""), ("for contextlib in ():\n    pass\n", ""),
+    ("def bind():\n    global contextlib\n    contextlib = 1\n", ""),
+])
+def test_no_null_context_fix_where_contextlib_is_something_else(tmp_path, binding, param):
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\n")
+    source = (f"import torch\n{binding}"
+              f"def warmup(model{param}):\n    c = torch.inference_mode()\n    with c:\n        return model()\n"
+              "def autotune(model):\n    with torch.inference_mode():\n        model()\n")
+    path = write(tmp_path, "a.py", source)
+    check = run_module("lints.codemod", "--diff", "a.py", cwd=tmp_path)
+    assert check.returncode == 1 and "contextlib.nullcontext" not in check.stdout
+    assert "GM103" in check.stdout and "1 finding(s) left" in check.stderr
+    proc = run_module("lints.codemod", "a.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "GM103" in proc.stdout and "1 finding(s) left" in proc.stderr
+    fixed = path.read_text()
+    assert fixed == source.replace("    with torch.inference_mode():\n        model()\n", "    model()\n")
+    import torch
+
+    namespace: dict = {}
+    exec(compile(fixed, "fixed.py", "exec"), namespace)
+    seen: list = []
+    namespace["autotune"](lambda: seen.append(torch.is_inference_mode_enabled()))
+    assert namespace["warmup"](lambda: "ran") == "ran" and seen == [False]
