@@ -93,9 +93,8 @@ def test_huge_file_is_skipped_with_a_message(tmp_path, run):
     assert "huge.py: error: skipped: 60 bytes is over the 20-byte limit" in proc.stderr
 
 
-def test_a_file_name_that_is_not_utf8_is_linted_and_fixed_with_the_cache(tmp_path):
-    """A name the file system gives as bytes that are not UTF-8 (it reaches Python with lone
-    surrogates) is reported byte for byte, as ``ls`` shows it; the cache key used to crash on it."""
+def _project_with_a_name_that_is_not_utf8(tmp_path) -> bytes:
+    """A project whose one module, with a GM101 at 3:10, is named ``warm\\xff.py``; that name."""
     name = b"warm\xff.py"
     try:
         with open(os.path.join(os.fsencode(tmp_path), name), "wb") as handle:
@@ -103,6 +102,13 @@ def test_a_file_name_that_is_not_utf8_is_linted_and_fixed_with_the_cache(tmp_pat
     except OSError:
         pytest.skip("this file system refuses names that are not UTF-8")
     (tmp_path / "pyproject.toml").write_text("")
+    return name
+
+
+def test_a_file_name_that_is_not_utf8_is_linted_and_fixed_with_the_cache(tmp_path):
+    """A name the file system gives as bytes that are not UTF-8 (it reaches Python with lone
+    surrogates) is reported byte for byte, as ``ls`` shows it; the cache key used to crash on it."""
+    name = _project_with_a_name_that_is_not_utf8(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(ROOT), GRADMODE_CACHE_DIR=str(tmp_path / ".cache"))
     for _ in ("cold", "from the results cache"):
         proc = subprocess.run([sys.executable, "-m", "lints", "."], cwd=tmp_path, env=env, capture_output=True,
@@ -161,20 +167,14 @@ def test_report_and_baseline_paths_that_cannot_be_written_are_one_error_line(tmp
 
 @pytest.mark.parametrize("to_file", [False, True])
 def test_a_name_that_is_not_utf8_reaches_a_strict_stdout_and_a_report_file(tmp_path, to_file):
-    name = b"warm\xff.py"
-    try:
-        with open(os.path.join(os.fsencode(tmp_path), name), "wb") as handle:
-            handle.write(b"import torch\ndef warmup(model):\n    with torch.inference_mode():\n        model()\n")
-    except OSError:
-        pytest.skip("this file system refuses names that are not UTF-8")
-    (tmp_path / "pyproject.toml").write_text("")
+    name = _project_with_a_name_that_is_not_utf8(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8")  # strict, unlike the C locale's
     args = ["-o", "report.txt"] if to_file else []
     proc = subprocess.run([sys.executable, "-m", "lints", "--no-cache", *args, "."], cwd=tmp_path, env=env,
                           capture_output=True, timeout=300)
     assert proc.returncode == 1, proc.stderr
     report = (tmp_path / "report.txt").read_bytes() if to_file else proc.stdout
-    assert report.startswith(b"warm\xff.py:3:10: GM101"), report
+    assert report.startswith(name + b":3:10: GM101"), report
 
 
 @pytest.mark.parametrize("encoding", [None, "utf-8"])  # the C locale's stdin, and a strict UTF-8 one
