@@ -369,7 +369,9 @@ def test_the_child_cleans_up_on_ctrl_c_and_keeps_what_the_parent_ignores(tmp_pat
         "        time.sleep(0.01)\n"
         "    os.kill(int(open(f'{tmp}/pid-{tag}').read()), sig)\n"
         "    wait()\n")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    # SIGINT starts at its default: a suite run in the background (`cmd &`) hands it down ignored
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # an interrupted writer is no failure to warn about
     assert (tmp_path / "cleaned-int").exists() and not (tmp_path / "finished-int").exists()  # stopped, cleaned
