@@ -8,7 +8,6 @@ is a finding.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any, List, Mapping, Optional
 
@@ -16,7 +15,7 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext, SkipFile
 from libcst.metadata import BatchableMetadataProvider
 
-from lints.codemod import file_identity, names_imported_elsewhere
+from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere
 from lints.options import Config, default_cache_dir, load_config, split_codes
 from lints.engine import finding_from_dict, lint_project
 from lints.fixer import STYLES, apply_fixes, plans_for
@@ -27,10 +26,8 @@ _NOTHING = ((), None)
 def _project_findings(root: Path, paths: List[str], config: Config) -> dict[str, tuple]:
     """given path -> (its findings as dicts, the names other modules import from it: see
     ``names_imported_elsewhere``). A file given under several paths has them all under the first, none
-    under the others: fixed twice, the second fix would apply the first's positions to its result."""
-    first: dict[tuple, str] = {}
-    for p in paths:
-        first.setdefault(file_identity(p if os.path.isabs(p) else str(root / p)), p)
+    under the others (``first_path_per_file``)."""
+    first = first_path_per_file(paths, str(root))
     run = lint_project([str(root)], config, cache_dir=default_cache_dir())
     imported = names_imported_elsewhere(run, config) if any(f.fixes for f in run.findings) else {}
     found: dict[str, list[dict]] = {p: [] for p in first.values()}

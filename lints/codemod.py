@@ -295,15 +295,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def first_path_per_file(paths: Iterable[str], base: str = "") -> dict[tuple, str]:
+    """``file_identity`` -> the first of ``paths`` naming that file (relative ones taken from ``base``).
+    A file is fixed once, under that path: fixed twice, the second fix would apply the first's
+    positions to its result."""
+    first: dict[tuple, str] = {}
+    for path in paths:
+        first.setdefault(file_identity(os.path.join(base, path)), path)
+    return first
+
+
 def _one_path_per_file(files: list[str], by_path: dict[str, list[Finding]]
                        ) -> tuple[list[str], dict[str, list[Finding]]]:
-    """Each file once, under the first path naming it, with the findings of all its paths (one text: the
-    same positions). Fixed twice, the second fix would apply the first's positions to its result."""
-    first: dict[tuple, str] = {}
+    """Each file once (``first_path_per_file``), with the findings of all its paths (one text: the
+    same positions)."""
+    first = first_path_per_file(files)
     merged: dict[str, list[Finding]] = {}
     for path in dict.fromkeys(files):
-        kept = first.setdefault(file_identity(path), path)
-        merged.setdefault(kept, []).extend(by_path.get(path, ()))
+        merged.setdefault(first[file_identity(path)], []).extend(by_path.get(path, ()))
     return list(first.values()), merged
 
 
