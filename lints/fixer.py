@@ -65,8 +65,8 @@ def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: boo
               refused: Optional[list[Finding]] = None) -> list[FixPlan]:
     """Distinct plans of the fixable findings (several GM104 calls share one block); a position that does
     not name the expected node is never guessed: it goes to ``unbound``. A finding whose fix would write
-    ``contextlib.nullcontext()`` where the module uses the name ``contextlib`` for anything but the
-    stdlib module is not fixed: it goes to ``refused``."""
+    ``contextlib.nullcontext()`` or ``torch.no_grad()`` where the module uses the name ``contextlib`` or
+    ``torch`` for anything but that module is not fixed: it goes to ``refused``."""
     findings = list(findings)
     fixes: dict[tuple, Fix] = {}
     for finding in findings:
@@ -85,8 +85,12 @@ def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: boo
             plans.append(plan)
         elif unbound is not None:
             unbound.append(fix)
-    clashing = {_key(plan.fix) for plan in plans if _writes_null_context(plan, style)}
-    if clashing and _uses_name_otherwise(module, "contextlib"):
+    clashing: set[tuple] = set()
+    for name, writes in (("contextlib", _writes_null_context), ("torch", _writes_torch_no_grad)):
+        keys = {_key(plan.fix) for plan in plans if writes(plan, style)}
+        if keys and _uses_name_otherwise(module, name):
+            clashing |= keys
+    if clashing:
         kept = [f for f in findings if not any(_key(fix) in clashing for fix in f.fixes)]
         if refused is not None:
             refused.extend(f for f in findings if f not in kept)
@@ -105,6 +109,22 @@ def _writes_null_context(plan: FixPlan, style: str) -> bool:
         return False
     return plan.action == "null_context" or (
         plan.action in ("unwrap_with", "drop_with_item") and any(item.asname is not None for item in plan.items))
+
+
+def _writes_torch_no_grad(plan: FixPlan, style: str) -> bool:
+    """Whether ``_FixTransformer._register`` writes ``torch.no_grad`` for ``plan``: ``_no_grad_for`` on a
+    reference that is a bare name (``inference_mode()``, ``@im``), where ``t.inference_mode`` gives ``t.no_grad``."""
+    if plan.action == "decorator_no_grad":
+        refs = [plan.node.decorator]
+    elif style != "no_grad":
+        return False
+    elif plan.action in ("unwrap_with", "drop_with_item"):
+        refs = [item.item for item in plan.items]
+    elif plan.action == "unwrap_callable":
+        refs = [plan.node.func]
+    else:
+        refs = [plan.node]
+    return any(not isinstance(ref.func if isinstance(ref, cst.Call) else ref, cst.Attribute) for ref in refs)
 
 
 class _NameUses(cst.CSTVisitor):

@@ -384,3 +384,37 @@ def test_no_null_context_fix_where_contextlib_is_something_else(tmp_path, bindin
     seen: list = []
     namespace["autotune"](lambda: seen.append(torch.is_inference_mode_enabled()))
     assert namespace["warmup"](lambda: "ran") == "ran" and seen == [False]
+
+
+@pytest.mark.parametrize("binding, param, form", [
+    ("torch = None\n", "", "with"), ("import numpy as torch\n", "", "with"), ("", ", torch=None", "with"),
+    ("from os import path as torch\n", "", "decorator"), ("torch = None\n", "", "callable"),
+])
+def test_no_torch_no_grad_fix_where_torch_is_something_else(tmp_path, binding, param, form):
+    """``--style no_grad`` spells a bare ``inference_mode`` as ``torch.no_grad``: not where ``torch`` is another name."""
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\n")
+    body = {"with": "    with inference_mode():\n        return model()\n",
+            "decorator": "    return model()\n",
+            "callable": "    return inference_mode()(model)()\n"}[form]
+    source = ("from torch import inference_mode\n" + binding + ("@inference_mode()\n" if form == "decorator" else "")
+              + f"def warmup(model{param}):\n" + body)
+    path = write(tmp_path, "a.py", source)
+    proc = run_module("lints.codemod", "--style", "no_grad", "--unsafe-fixes", "a.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "1 finding(s) left" in proc.stderr and path.read_text() == source
+
+
+@pytest.mark.parametrize("form", ["with", "decorator", "callable"])
+def test_torch_no_grad_fix_where_torch_is_torch(tmp_path, form):
+    """The look-alike: with ``torch`` unbound or imported as torch, the fix is made, and the code runs under no_grad."""
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\n")
+    body = {"with": "    with inference_mode():\n        return model()\n",
+            "decorator": "    return model()\n",
+            "callable": "    return inference_mode()(model)()\n"}[form]
+    source = ("from torch import inference_mode\nimport torch.nn\n" + ("@inference_mode()\n" if form == "decorator" else "")
+              + "def warmup(model):\n" + body)
+    path = write(tmp_path, "a.py", source)
+    proc = run_module("lints.codemod", "--style", "no_grad", "--unsafe-fixes", "a.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    fixed = path.read_text()
+    assert "torch.no_grad()" in fixed and run_warmup(fixed) == (False, False)
