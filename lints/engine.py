@@ -42,21 +42,26 @@ CACHE_FORMAT = f"gradmode-summaries/{SCHEMA}/{__version__}/{_tool_fingerprint()}
 def find_project_root(paths: Sequence[str]) -> str:
     """The nearest folder above the first path holding ``pyproject.toml`` or ``.git``; without one, the
     outermost folder above it holding an ``__init__.py`` (the top package), else the path's folder."""
+    return _project_root(paths)[0]
+
+
+def _project_root(paths: Sequence[str]) -> tuple[str, bool]:
+    """``find_project_root``'s folder, and whether it is a project: a marker or a package was found."""
     first = os.path.abspath(paths[0]) if paths else os.getcwd()
     start = first if os.path.isdir(first) else os.path.dirname(first)
     current = start
     while True:
         if os.path.isfile(os.path.join(current, "pyproject.toml")) or os.path.exists(os.path.join(current, ".git")):
-            return current
+            return current, True
         parent = os.path.dirname(current)
         if parent == current:
             break
         current = parent
-    package = start
+    package = None
     for folder in [start, *Path(start).parents]:
         if os.path.isfile(os.path.join(folder, "__init__.py")):
             package = str(folder)
-    return package
+    return (package, True) if package is not None else (start, False)
 
 
 def _display_root(root: str, paths: Sequence[str]) -> str:
@@ -471,7 +476,9 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                  alone: bool = False, progress=None) -> ProjectRun:
     """Lint ``paths`` (files or folders) with the whole project around them as context
     (``alone``: the given files are the whole project, e.g. a snippet fixed in memory;
-    ``progress``: a ``lints.progress.Progress`` advanced per file summarised).
+    ``progress``: a ``lints.progress.Progress`` advanced per file summarised). Files outside any
+    project (no ``pyproject.toml``, ``.git`` or package above them) are linted alone, without a
+    cache unless ``cache_dir`` is given: their folder may be ``/tmp`` or a home folder.
 
     A rerun over unchanged files reuses the whole result; a change re-summarises only the files
     that changed and re-runs the (in-memory) project analysis.
@@ -481,13 +488,16 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
     requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude)
     requested = [os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested]
-    root = os.path.normpath(_display_root(find_project_root(paths or ["."]), paths))
+    found, in_project = _project_root(paths or ["."])
+    root = os.path.normpath(_display_root(found, paths))
+    loose = not alone and not in_project and bool(paths) and all(
+        os.path.normpath(p) in overrides or not os.path.isdir(p) for p in paths)
     cache = SummaryCache(cache_dir if cache_dir is not None else Path(root) / ".gradmode_cache") \
-        if use_cache else None
-    if alone:
+        if use_cache and not (loose and cache_dir is None) else None
+    if alone or loose:
         base = import_root(os.path.dirname(os.path.abspath(requested[0])) if requested else root)
         entries = [_Entry(p, *module_name_for(p, base), file_key(overrides[p].encode("utf-8")) if p in overrides
-                          else "") for p in requested]
+                          else content_key(p, max_bytes) if loose else "") for p in requested]
     else:
         entries = project_files(root, config, requested, overrides,
                                 read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes)

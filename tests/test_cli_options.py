@@ -1,8 +1,11 @@
 """The ruff/flake8 conventions of the CLI, through the installed console script in temp projects."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 from .helpers import ROOT, run_script, write_package
 
@@ -132,3 +135,48 @@ def test_closed_output_streams_keep_the_exit_status(tmp_path):
                               executable="/bin/bash", cwd=root, capture_output=True, text=True, timeout=300)
         assert "status=1" in proc.stderr, (stream, proc.stderr)  # findings: 1, as with open streams
         assert "Traceback" not in proc.stderr + proc.stdout, (stream, proc.stderr)
+
+
+SERVE_UNDER_INFERENCE = ("import torch\n"
+                         "@torch.inference_mode()\n"
+                         "def serve(model):\n"
+                         "    return model()\n")
+
+
+def _loose(tmp_path, marker: bool):
+    """A file beside an unrelated one that serves under inference mode; a project only with ``marker``."""
+    folder = tmp_path / "scratch"
+    folder.mkdir()
+    (folder / "warm.py").write_text(WARM)
+    (folder / "serve.py").write_text(SERVE_UNDER_INFERENCE)
+    if marker:
+        (folder / "pyproject.toml").write_text("")
+    return folder
+
+
+def _lint_without_cache_env(*args, cwd, input=None):
+    env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
+    return subprocess.run([sys.executable, "-m", "lints", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": str(ROOT)}, input=input, timeout=300)
+
+
+@pytest.mark.parametrize("stdin", [False, True])
+def test_a_file_outside_any_project_is_linted_alone_and_leaves_no_cache(tmp_path, stdin):
+    """No pyproject.toml, .git or package above it: its folder (/tmp, a home folder) is not walked."""
+    folder = _loose(tmp_path, marker=False)
+    args = ["-", "--stdin-filename", "warm.py"] if stdin else ["warm.py"]
+    proc = _lint_without_cache_env(*args, "--format", "concise", cwd=folder, input=WARM if stdin else None)
+    assert proc.returncode == 1 and proc.stdout.startswith("warm.py:3:10: GM101 "), proc.stdout + proc.stderr
+    assert "serve()" not in proc.stderr and "the default" in proc.stderr
+    assert not (folder / ".gradmode_cache").exists()
+
+
+@pytest.mark.parametrize("marker, args", [(True, ["warm.py"]), (False, ["."])])
+def test_a_file_of_a_project_or_a_folder_given_is_linted_with_its_neighbours(tmp_path, marker, args):
+    """The look-alikes: with a pyproject.toml, or given the folder itself, the other module counts: it
+    serves under inference mode, so warmup's inference mode matches serving."""
+    folder = _loose(tmp_path, marker=marker)
+    proc = _lint_without_cache_env(*args, "--format", "concise", cwd=folder)
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+    assert "serve()" in proc.stderr
+    assert (folder / ".gradmode_cache").is_dir()
