@@ -8,6 +8,7 @@ is a finding.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any, List, Mapping, Optional
 
@@ -17,7 +18,7 @@ from libcst.metadata import BatchableMetadataProvider
 
 from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere
 from lints.options import Config, default_cache_dir, load_config, split_codes
-from lints.engine import finding_from_dict, lint_project
+from lints.engine import finding_from_dict, lint_project, locate_project
 from lints.fixer import STYLES, apply_fixes, plans_for
 
 _NOTHING = ((), None)
@@ -26,9 +27,12 @@ _NOTHING = ((), None)
 def _project_findings(root: Path, paths: List[str], config: Config) -> dict[str, tuple]:
     """given path -> (its findings as dicts, the names other modules import from it: see
     ``names_imported_elsewhere``). A file given under several paths has them all under the first, none
-    under the others (``first_path_per_file``)."""
+    under the others (``first_path_per_file``). Outside any project (no pyproject.toml, .git or package
+    above ``root``), the files given are linted alone, together, as the CLI lints them."""
     first = first_path_per_file(paths, str(root))
-    run = lint_project([str(root)], config, cache_dir=default_cache_dir())
+    _, in_project = locate_project([str(root)])
+    run = lint_project([str(root)] if in_project else [os.path.join(root, p) for p in paths], config,
+                       cache_dir=default_cache_dir())
     imported = names_imported_elsewhere(run, config) if any(f.fixes for f in run.findings) else {}
     found: dict[str, list[dict]] = {p: [] for p in first.values()}
     for finding in run.findings:
@@ -81,10 +85,8 @@ class FixInferenceMode(CodemodCommand):
         if self.context.metadata_manager is not None:
             data, imported = self.get_metadata(ProjectFindingsProvider, tree, _NOTHING)
         elif filename:  # run without a repository root: analyse the project around this file
-            from lints.engine import find_project_root
-
-            root = Path(find_project_root([filename]))
-            data, imported = _project_findings(root, [filename], self.config).get(filename, _NOTHING)
+            root, in_project = locate_project([filename])
+            data, imported = _project_findings(Path(root), [filename], self.config).get(filename, _NOTHING)
         else:
             raise SkipFile("no file name: the project analysis needs one")
         findings = [finding_from_dict(d) for d in data]

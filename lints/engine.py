@@ -42,10 +42,10 @@ CACHE_FORMAT = f"gradmode-summaries/{SCHEMA}/{__version__}/{_tool_fingerprint()}
 def find_project_root(paths: Sequence[str]) -> str:
     """The nearest folder above the first path holding ``pyproject.toml`` or ``.git``; without one, the
     outermost folder above it holding an ``__init__.py`` (the top package), else the path's folder."""
-    return _project_root(paths)[0]
+    return locate_project(paths)[0]
 
 
-def _project_root(paths: Sequence[str]) -> tuple[str, bool]:
+def locate_project(paths: Sequence[str]) -> tuple[str, bool]:
     """``find_project_root``'s folder, and whether it is a project: a marker or a package was found."""
     first = os.path.abspath(paths[0]) if paths else os.getcwd()
     start = first if os.path.isdir(first) else os.path.dirname(first)
@@ -488,7 +488,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
     requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude)
     requested = [os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested]
-    found, in_project = _project_root(paths or ["."])
+    found, in_project = locate_project(paths or ["."])
     root = os.path.normpath(_display_root(found, paths))
     loose = not alone and not in_project and bool(paths) and all(
         os.path.normpath(p) in overrides or not os.path.isdir(p) for p in paths)

@@ -111,9 +111,12 @@ class GradModeChecker:
         import sys
         from pathlib import Path
 
-        from .engine import find_project_root
+        from .engine import locate_project
 
-        for root in sorted({find_project_root([f]) for f in filenames}):
+        # a file outside any project is linted alone, when flake8 reaches it: nothing to prefetch
+        roots = {root for root, in_project in map(locate_project, ([f] for f in filenames))
+                 if in_project or os.path.isdir(root)}
+        for root in sorted(roots):
             try:
                 config = cls.config_for(root)
                 folder = default_cache_dir() or Path(root) / ".gradmode_cache"
@@ -167,9 +170,20 @@ class GradModeChecker:
 
     @classmethod
     def _project_findings(cls, filename: str) -> dict[str, list]:
-        from .engine import find_project_root, lint_project
+        from .engine import locate_project, lint_project
 
-        root = find_project_root([filename])
+        root, in_project = locate_project([filename])
+        paths = [root]
+        if not in_project:  # as the CLI does: a folder given is its own project, a file given is alone
+            absolute = os.path.abspath(filename)
+            given = [os.path.abspath(p) for p in cls._named if os.path.isdir(p)]
+            holding = [f for f in given if absolute.startswith(os.path.join(f, ""))]
+            if holding:
+                root = min(holding, key=len)
+                paths = [root]
+            else:  # the files given in that folder, together (as `gradmode-lint a.py b.py`)
+                paths = [p for p in cls._named if os.path.isfile(p) and locate_project([p]) == (root, False)]
+                paths = paths or [filename]
         found = cls._by_root.get(root)
         if found is None:
             try:
@@ -179,7 +193,9 @@ class GradModeChecker:
                 return found
             if root in cls._prefetching:
                 cls._wait_for_prefetch(cls._prefetching[root])  # then the result is in the cache
-            run = lint_project([root, *cls._beyond_the_walk(root, config)], config, jobs=1,
+            if in_project:
+                paths.extend(cls._beyond_the_walk(root, config))
+            run = lint_project(paths, config, jobs=1,
                                cache_dir=default_cache_dir(), apply_noqa=False)
             found = {}
             for finding in run.findings:

@@ -418,3 +418,15 @@ def test_torch_no_grad_fix_where_torch_is_torch(tmp_path, form):
     assert proc.returncode == 0, proc.stderr + proc.stdout
     fixed = path.read_text()
     assert "torch.no_grad()" in fixed and run_warmup(fixed) == (False, False)
+
+
+def test_libcst_command_lints_a_file_outside_any_project_alone(tmp_path):
+    """As the CLI and flake8 do: serve.py beside it serves under inference mode, but is no project of warm.py's."""
+    (tmp_path / "warm.py").write_text("import torch\ndef warmup(model):\n    with torch.inference_mode():\n"
+                                      "        return model()\n")
+    (tmp_path / "serve.py").write_text("import torch\n@torch.inference_mode()\ndef serve(model):\n    return model()\n")
+    proc = run_module("libcst.tool", "codemod", "-x", "--no-format", "codemods.gradmode.FixInferenceMode", "warm.py",
+                      cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    fixed = (tmp_path / "warm.py").read_text()
+    assert "inference_mode" not in fixed and run_warmup(fixed) == (True, False)

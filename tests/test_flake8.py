@@ -6,6 +6,8 @@ import re
 import shutil
 import sys
 
+import pytest
+
 from .helpers import FIXTURES, run_module, write_package
 
 BUGGY = FIXTURES / "lint" / "sglang_buggy.py"
@@ -159,3 +161,26 @@ def test_a_file_named_through_a_symlinked_folder_is_analysed(tmp_path):
     (root / "pyproject.toml").write_text('[tool.gradmode]\nexclude = ["linked"]\n')
     proc = run_module("flake8", "--select", "GM", "linked/w.py", cwd=root)
     assert proc.returncode == 0 and not proc.stdout, proc
+
+
+def _loose_folder(tmp_path):
+    """No pyproject.toml, .git or package: warm.py's inference mode mismatches serving only when serve.py,
+    which serves under inference mode, is not part of its project."""
+    folder = tmp_path / "scratch"
+    folder.mkdir()
+    (folder / "warm.py").write_text("import torch\ndef warmup(model):\n    with torch.inference_mode():\n"
+                                    "        model()\n")
+    (folder / "serve.py").write_text("import torch\n@torch.inference_mode()\ndef serve(model):\n    return model()\n")
+    return folder
+
+
+@pytest.mark.parametrize("args, found", [(["warm.py"], ["GM101"]), (["warm.py", "serve.py"], []), (["."], []),
+                                         (["-j", "2", "warm.py"], ["GM101"]), (["-j", "2", "."], [])])
+def test_plugin_outside_any_project_agrees_with_the_cli(tmp_path, args, found):
+    """A file given outside any project is linted alone (with the other files given beside it), a folder
+    given is its own project: in flake8 as in the CLI, and no folder is walked for a lone file."""
+    folder = _loose_folder(tmp_path)
+    flake8 = run_module("flake8", "--select", "GM", *args, cwd=folder)
+    cli = run_module("lints", "--format", "concise", *[a for a in args if a not in ("-j", "2")], cwd=folder)
+    assert [h["code"] for h in heads(flake8.stdout)] == found, flake8
+    assert [h["code"] for h in heads(cli.stdout)] == found, cli
