@@ -15,8 +15,8 @@ from . import __version__
 from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir, find_pyproject,
                       load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
-from .files import (MAX_FILE_BYTES, decode_source, default_jobs, read_source, text_reader, write_file,
-                    write_new_file)
+from .files import (MAX_FILE_BYTES, decode_source, default_jobs, read_source, source_from_text, text_reader,
+                    write_file, write_new_file)
 from .model import FileError
 from .noqa import add_noqa
 from .progress import Progress
@@ -388,7 +388,7 @@ def _editor_details(findings, configs: dict, run_configs: list[tuple], max_bytes
     for f in findings:
         by_path.setdefault(f.path, []).append(f)
     for path, in_file in by_path.items():
-        source = decode_source(path, overrides[path].encode("utf-8")) if path in overrides \
+        source = source_from_text(path, overrides[path]) if path in overrides \
             else read_source(path, max_bytes)
         if isinstance(source, FileError):
             continue

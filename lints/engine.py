@@ -18,8 +18,8 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 
 from . import __version__
 from .options import Config
-from .files import (MAX_FILE_BYTES, SourceFile, collector_paused, decode_source, discover, in_forked_child,
-                    read_source, run_jobs, text_reader)
+from .files import (MAX_FILE_BYTES, SourceFile, collector_paused, discover, in_forked_child, read_source, run_jobs,
+                    source_from_text, text_reader)
 from .model import FileError, Finding, Fix
 from .noqa import without_suppressed
 from .summary import SCHEMA, import_root, module_name_for, summarize
@@ -350,7 +350,7 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
     for path in files:
         module, is_package = module_name_for(path, base)
         if overrides and path in overrides:
-            key: Optional[str] = file_key(overrides[path].encode("utf-8"))
+            key: Optional[str] = file_key(source_from_text(path, overrides[path]).raw)
         elif not read_keys:
             key = None
         else:
@@ -385,9 +385,8 @@ def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryC
     overrides = overrides or {}
     for entry in entries:
         if entry.path in overrides:
-            source = decode_source(entry.path, overrides[entry.path].encode("utf-8"))
-            result = summarize_source(source, entry.module, entry.is_package) \
-                if isinstance(source, SourceFile) else source
+            result = summarize_source(source_from_text(entry.path, overrides[entry.path]), entry.module,
+                                      entry.is_package)
             (errors if isinstance(result, FileError) else summaries)[entry.path] = result
             continue
         cached = cache.get(entry.path, entry.key) if cache is not None and entry.key else None
@@ -496,7 +495,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         if use_cache and not (loose and cache_dir is None) else None
     if alone or loose:
         base = import_root(os.path.dirname(os.path.abspath(requested[0])) if requested else root)
-        entries = [_Entry(p, *module_name_for(p, base), file_key(overrides[p].encode("utf-8")) if p in overrides
+        entries = [_Entry(p, *module_name_for(p, base), file_key(source_from_text(p, overrides[p]).raw) if p in overrides
                           else content_key(p, max_bytes) if loose else "") for p in requested]
     else:
         entries = project_files(root, config, requested, overrides,

@@ -93,6 +93,12 @@ def is_regular_file(path: str) -> Optional[bool]:
         return None
 
 
+def source_from_text(path: str, text: str) -> SourceFile:
+    """A file's text already decoded (stdin, an editor's buffer): never decoded again, since a coding
+    cookie in it (``latin-1``) would then be applied to the UTF-8 it is held in."""
+    return SourceFile(path, text, "utf-8", text.encode("utf-8", "surrogatepass"))
+
+
 def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
     if b"\x00" in raw:
         return FileError(path, "skipped: binary file (contains NUL bytes)")

@@ -186,7 +186,15 @@ def test_stdin_is_decoded_as_the_file_would_be(tmp_path, encoding):
     env.pop("PYTHONIOENCODING", None)
     if encoding:
         env["PYTHONIOENCODING"] = encoding
-    for text, status, expected in [(latin1, 1, b"lat.py:5:10: GM101"), (b'x = "\xff"\n', 2, b"")]:
+    # a non-ASCII character before the switch on its line: columns count characters, as in the file
+    same_line = (b"# -*- coding: latin-1 -*-\nimport torch\ndef warmup(model):\n"
+                 b"    x = '\xe9'; ctx = torch.inference_mode()\n    with ctx:\n        model()\n")
+    (tmp_path / "same_line.py").write_bytes(same_line)
+    from_file = subprocess.run([sys.executable, "-m", "lints", "--no-cache", "same_line.py"], cwd=tmp_path, env=env,
+                               capture_output=True, timeout=300)
+    assert from_file.stdout.startswith(b"same_line.py:4:20: GM103"), from_file.stdout
+    for text, status, expected in [(latin1, 1, b"lat.py:5:10: GM101"), (same_line, 1, b"lat.py:4:20: GM103"),
+                                   (b'x = "\xff"\n', 2, b"")]:
         proc = subprocess.run([sys.executable, "-m", "lints", "--no-cache", "-", "--stdin-filename", "lat.py"],
                               cwd=tmp_path, env=env, input=text, capture_output=True, timeout=300)
         assert proc.returncode == status and b"Traceback" not in proc.stderr, proc.stderr
