@@ -101,8 +101,8 @@ def test_every_module_of_this_repository_in_chunks_equals_the_whole_parse(monkey
     monkeypatch.setattr(summary, "CHUNK_CHARS", 256)
     compared = 0
     for folder in ("lints", "codemods", "tests", "gpu_validation", "bench", "examples"):
-        for current, _dirs, names in os.walk(os.path.join(root, folder)):
-            for name in sorted(n for n in names if n.endswith(".py")):
+        for current, _dirs, files in os.walk(os.path.join(root, folder)):
+            for name in sorted(n for n in files if n.endswith(".py")):
                 with open(os.path.join(current, name), encoding="utf-8") as handle:
                     text = handle.read()
                 try:
