@@ -78,9 +78,6 @@ class Project:
     def function(self, fid: str) -> dict:
         return self.functions[fid][1]
 
-    def module_of(self, fid: str) -> dict:
-        return self.functions[fid][0]
-
     def path_of(self, fid: str) -> str:
         return self.functions[fid][0]["path"]
 

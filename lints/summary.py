@@ -23,7 +23,7 @@ import ast
 import os
 import re
 import warnings
-from typing import Any, Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 from .files import source_lines
 from .names import NOTABLE_CALL_LEAVES
@@ -566,7 +566,3 @@ def method_call(func: list) -> tuple[Optional[list], str]:
         return ["n", receiver], method
     return None, ""
 
-
-def call_name(expr: Any) -> Optional[str]:
-    """The dotted name a tagged expression spells, if any."""
-    return expr[1] if expr and expr[0] == "n" else None
