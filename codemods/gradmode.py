@@ -18,7 +18,7 @@ from libcst.metadata import BatchableMetadataProvider
 
 from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere
 from lints.options import Config, default_cache_dir, load_config, split_codes
-from lints.engine import finding_from_dict, lint_project, locate_project
+from lints.engine import finding_from_dict, lint_project, project_groups
 from lints.fixer import STYLES, apply_fixes, plans_for
 
 _NOTHING = ((), None)
@@ -27,18 +27,19 @@ _NOTHING = ((), None)
 def _project_findings(root: Path, paths: List[str], config: Config) -> dict[str, tuple]:
     """given path -> (its findings as dicts, the names other modules import from it: see
     ``names_imported_elsewhere``). A file given under several paths has them all under the first, none
-    under the others (``first_path_per_file``). Outside any project (no pyproject.toml, .git or package
-    above ``root``), the files given are linted alone, together, as the CLI lints them."""
+    under the others (``first_path_per_file``). Each project is analysed on its own, as the CLI does
+    (``project_groups``)."""
     first = first_path_per_file(paths, str(root))
-    _, in_project = locate_project([str(root)])
-    run = lint_project([str(root)] if in_project else [os.path.join(root, p) for p in paths], config,
-                       cache_dir=default_cache_dir())
-    imported = names_imported_elsewhere(run, config) if any(f.fixes for f in run.findings) else {}
     found: dict[str, list[dict]] = {p: [] for p in first.values()}
-    for finding in run.findings:
-        given = first.get(file_identity(finding.path))
-        if given is not None:
-            found[given].append(finding.to_dict())
+    imported: dict = {}
+    for group in project_groups([os.path.join(root, p) for p in paths]):
+        run = lint_project(group, config, cache_dir=default_cache_dir())
+        if any(f.fixes for f in run.findings):
+            imported.update(names_imported_elsewhere(run, config))
+        for finding in run.findings:
+            given = first.get(file_identity(finding.path))
+            if given is not None:
+                found[given].append(finding.to_dict())
     fixes = {p: (tuple(found[p]), imported.get(identity)) for identity, p in first.items()}
     return {p: fixes.get(p, _NOTHING) for p in paths}
 
@@ -85,8 +86,7 @@ class FixInferenceMode(CodemodCommand):
         if self.context.metadata_manager is not None:
             data, imported = self.get_metadata(ProjectFindingsProvider, tree, _NOTHING)
         elif filename:  # run without a repository root: analyse the project around this file
-            root, in_project = locate_project([filename])
-            data, imported = _project_findings(Path(root), [filename], self.config).get(filename, _NOTHING)
+            data, imported = _project_findings(Path("."), [filename], self.config).get(filename, _NOTHING)
         else:
             raise SkipFile("no file name: the project analysis needs one")
         findings = [finding_from_dict(d) for d in data]

@@ -60,15 +60,21 @@ def _start_of(path: str) -> Path:
 
 
 def configs_for_paths(args: argparse.Namespace, paths: list[str]) -> list[tuple[Config, list[str]]]:
-    """The paths grouped by the nearest pyproject.toml with [tool.gradmode] above each (ruff's
-    hierarchical config: every file gets its own project's settings, whatever the cwd), each
-    group with its config and the command line over it; one group with ``--config``."""
-    if args.config or len(paths) <= 1:
+    """The paths grouped by project (``engine.project_groups``: each is analysed on its own), then by
+    the nearest pyproject.toml with [tool.gradmode] above each (ruff's hierarchical config: every
+    file gets its own project's settings, whatever the cwd; with ``--config``, that one for all),
+    each group with its config and the command line over it."""
+    from .engine import project_groups
+
+    if len(paths) <= 1:
         return [(config_from_args(args, paths[:1]), paths)]
-    groups: dict[Optional[Path], list[str]] = {}
-    for path in paths:
-        groups.setdefault(find_pyproject(_start_of(path)), []).append(path)
-    return [(config_from_args(args, members[:1]), members) for members in groups.values()]
+    out = []
+    for project in project_groups(paths):
+        groups: dict[Optional[Path], list[str]] = {}
+        for path in project:
+            groups.setdefault(None if args.config else find_pyproject(_start_of(path)), []).append(path)
+        out.extend((config_from_args(args, members[:1]), members) for members in groups.values())
+    return out
 
 
 def config_from_args(args: argparse.Namespace, given: Optional[list[str]] = None) -> Config:

@@ -6,6 +6,7 @@ with a ``pyproject.toml`` or ``.git``); findings are reported for the given file
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import json
@@ -39,8 +40,12 @@ def _tool_fingerprint() -> str:
 CACHE_FORMAT = f"gradmode-summaries/{SCHEMA}/{__version__}/{_tool_fingerprint()}"
 
 
+# What makes a folder a project's root (black's and setuptools' markers as well as ruff's).
+PROJECT_MARKERS = ("pyproject.toml", ".git", ".hg", "setup.py", "setup.cfg")
+
+
 def find_project_root(paths: Sequence[str]) -> str:
-    """The nearest folder above the first path holding ``pyproject.toml`` or ``.git``; without one, the
+    """The nearest folder above the first path holding one of ``PROJECT_MARKERS``; without one, the
     outermost folder above it holding an ``__init__.py`` (the top package), else the path's folder."""
     return locate_project(paths)[0]
 
@@ -51,7 +56,7 @@ def locate_project(paths: Sequence[str]) -> tuple[str, bool]:
     start = first if os.path.isdir(first) else os.path.dirname(first)
     current = start
     while True:
-        if os.path.isfile(os.path.join(current, "pyproject.toml")) or os.path.exists(os.path.join(current, ".git")):
+        if any(os.path.exists(os.path.join(current, marker)) for marker in PROJECT_MARKERS):
             return current, True
         parent = os.path.dirname(current)
         if parent == current:
@@ -62,6 +67,62 @@ def locate_project(paths: Sequence[str]) -> tuple[str, bool]:
         if os.path.isfile(os.path.join(folder, "__init__.py")):
             package = str(folder)
     return (package, True) if package is not None else (start, False)
+
+
+def project_groups(paths: Sequence[str]) -> list[list[str]]:
+    """``paths`` split by the project each belongs to (in order of first appearance), each group to be
+    linted on its own: a project's root; outside any project, the outermost folder given that holds
+    the path, else the path's own folder (the loose files given there are linted together)."""
+    located = [locate_project([p]) for p in paths]
+    loose_folders = [os.path.abspath(p) for p, (_, inside) in zip(paths, located) if not inside and os.path.isdir(p)]
+    groups: dict[tuple[str, str], list[str]] = {}
+    for path, (root, inside) in zip(paths, located):
+        key = ("project", root)
+        if not inside:
+            absolute = os.path.abspath(path)
+            holding = [f for f in loose_folders if absolute == f or absolute.startswith(os.path.join(f, ""))]
+            key = ("folder", min(holding, key=len)) if holding else ("files", root)
+        groups.setdefault(key, []).append(path)
+    return list(groups.values())
+
+
+# At most this many files join a loose file's project through its imports.
+LOOSE_IMPORTS_LIMIT = 1000
+
+
+def _imported_beside(paths: list[str], overrides: dict[str, str], max_bytes: int) -> list[str]:
+    """``paths`` (loose files of one folder), then the modules they import from that folder,
+    transitively: Python puts a script's folder first on ``sys.path``, so those are what it runs."""
+    folder = os.path.dirname(os.path.abspath(paths[0])) if paths else ""
+    out = list(paths)
+    seen = {os.path.abspath(p) for p in out}
+    index = 0
+    while index < len(out) and len(out) < LOOSE_IMPORTS_LIMIT:
+        path = out[index]
+        index += 1
+        source = source_from_text(path, overrides[path]) if path in overrides else read_source(path, max_bytes)
+        if isinstance(source, FileError):
+            continue
+        try:
+            tree = ast.parse(source.text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # summarising it reports why
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                dotted = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                dotted = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for name in dotted:
+                parts = name.split(".")
+                for n in range(1, len(parts) + 1):
+                    base = os.path.join(folder, *parts[:n])
+                    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+                        if os.path.abspath(candidate) not in seen and os.path.isfile(candidate):
+                            seen.add(os.path.abspath(candidate))
+                            out.append(os.path.relpath(candidate) if not os.path.isabs(path) else candidate)
+    return out
 
 
 def _display_root(root: str, paths: Sequence[str]) -> str:
@@ -359,6 +420,12 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
     return entries
 
 
+def _distinct(paths: list[str]) -> list[str]:
+    """The first path naming each file (``a.py`` and ``/abs/a.py`` are one module, not two)."""
+    seen: set[str] = set()
+    return [p for p in paths if not (os.path.abspath(p) in seen or seen.add(os.path.abspath(p)))]
+
+
 def content_key(path: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The hash the caches compare a file by; "" when it cannot be read (or is no regular file, or is
     over ``max_bytes``: its cached summary must not stand in for the error summarising it gives)."""
@@ -488,15 +555,19 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude)
     requested = [os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested]
     found, in_project = locate_project(paths or ["."])
+    loose = False
+    if not in_project and not alone:  # a folder given is its own project; files given are loose
+        folders = [os.path.abspath(p) for p in paths if os.path.normpath(p) not in overrides and os.path.isdir(p)]
+        found = min(folders, key=len) if folders else found
+        loose = bool(paths) and not folders
     root = os.path.normpath(_display_root(found, paths))
-    loose = not alone and not in_project and bool(paths) and all(
-        os.path.normpath(p) in overrides or not os.path.isdir(p) for p in paths)
     cache = SummaryCache(cache_dir if cache_dir is not None else Path(root) / ".gradmode_cache") \
         if use_cache and not (loose and cache_dir is None) else None
     if alone or loose:
         base = import_root(os.path.dirname(os.path.abspath(requested[0])) if requested else root)
+        members = _imported_beside(_distinct(requested), overrides, max_bytes) if loose else requested
         entries = [_Entry(p, *module_name_for(p, base), file_key(source_from_text(p, overrides[p]).raw) if p in overrides
-                          else content_key(p, max_bytes) if loose else "") for p in requested]
+                          else content_key(p, max_bytes) if loose else "") for p in members]
     else:
         entries = project_files(root, config, requested, overrides,
                                 read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes)

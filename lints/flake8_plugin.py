@@ -114,8 +114,8 @@ class GradModeChecker:
         from .engine import locate_project
 
         # a file outside any project is linted alone, when flake8 reaches it: nothing to prefetch
-        roots = {root for root, in_project in map(locate_project, ([f] for f in filenames))
-                 if in_project or os.path.isdir(root)}
+        roots = {root for f in filenames for root, in_project in [locate_project([f])]
+                 if in_project or os.path.isdir(f)}
         for root in sorted(roots):
             try:
                 config = cls.config_for(root)

@@ -430,3 +430,23 @@ def test_libcst_command_lints_a_file_outside_any_project_alone(tmp_path):
     assert proc.returncode == 0, proc.stderr
     fixed = (tmp_path / "warm.py").read_text()
     assert "inference_mode" not in fixed and run_warmup(fixed) == (True, False)
+
+
+def test_libcst_command_analyses_each_project_on_its_own(tmp_path):
+    """A loose file listed first no longer makes a real project's file loose too: proj/warm.py matches its
+    project's inference-mode serving and stays; the loose one is fixed."""
+    warm = "import torch\ndef warmup(model):\n    with torch.inference_mode():\n        return model()\n"
+    (tmp_path / "lz").mkdir()
+    (tmp_path / "lz" / "warm.py").write_text(warm)
+    (tmp_path / "proj" / ".git").mkdir(parents=True)
+    (tmp_path / "proj" / "warm.py").write_text(warm)
+    (tmp_path / "proj" / "serve.py").write_text("import torch\n@torch.inference_mode()\ndef serve(model):\n"
+                                                "    return model()\n")
+    for order in (["lz/warm.py", "proj/warm.py"], ["proj/warm.py", "lz/warm.py"]):
+        (tmp_path / "lz" / "warm.py").write_text(warm)
+        proc = run_module("libcst.tool", "codemod", "-x", "--no-format", "-j1", "codemods.gradmode.FixInferenceMode",
+                          *order, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / "proj" / "warm.py").read_text() == warm, order
+        fixed = (tmp_path / "lz" / "warm.py").read_text()
+        assert "inference_mode" not in fixed and run_warmup(fixed) == (True, False)

@@ -2,13 +2,15 @@
 pyproject config."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
 import sys
 
 import pytest
 
-from .helpers import FIXTURES, run_module, write_package
+from .helpers import FIXTURES, ROOT, run_module, write_package
 
 BUGGY = FIXTURES / "lint" / "sglang_buggy.py"
 HEAD = re.compile(r"(?:\./)?(?P<path>\S+?):(?P<line>\d+):(?P<col>\d+): (?P<code>GM\d+) (?P<message>.*)")
@@ -163,14 +165,17 @@ def test_a_file_named_through_a_symlinked_folder_is_analysed(tmp_path):
     assert proc.returncode == 0 and not proc.stdout, proc
 
 
+WARM_LOOSE = "import torch\ndef warmup(model):\n    with torch.inference_mode():\n        model()\n"
+SERVE_LOOSE = "import torch\n@torch.inference_mode()\ndef serve(model):\n    return model()\n"
+
+
 def _loose_folder(tmp_path):
-    """No pyproject.toml, .git or package: warm.py's inference mode mismatches serving only when serve.py,
+    """No project marker or package: warm.py's inference mode mismatches serving only when serve.py,
     which serves under inference mode, is not part of its project."""
     folder = tmp_path / "scratch"
     folder.mkdir()
-    (folder / "warm.py").write_text("import torch\ndef warmup(model):\n    with torch.inference_mode():\n"
-                                    "        model()\n")
-    (folder / "serve.py").write_text("import torch\n@torch.inference_mode()\ndef serve(model):\n    return model()\n")
+    (folder / "warm.py").write_text(WARM_LOOSE)
+    (folder / "serve.py").write_text(SERVE_LOOSE)
     return folder
 
 
@@ -184,3 +189,52 @@ def test_plugin_outside_any_project_agrees_with_the_cli(tmp_path, args, found):
     cli = run_module("lints", "--format", "concise", *[a for a in args if a not in ("-j", "2")], cwd=folder)
     assert [h["code"] for h in heads(flake8.stdout)] == found, flake8
     assert [h["code"] for h in heads(cli.stdout)] == found, cli
+
+
+def _without_cache_env(*args, cwd):
+    env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_flake8_in_parallel_does_not_prefetch_a_lone_files_folder(tmp_path):
+    folder = _loose_folder(tmp_path)
+    proc = _without_cache_env("flake8", "-j", "2", "--select", "GM", "warm.py", cwd=folder)
+    assert [h["code"] for h in heads(proc.stdout)] == ["GM101"], proc
+    assert not (folder / ".gradmode_cache").exists()
+
+
+@pytest.mark.parametrize("setup, args, found", [
+    # a loose file and a folder elsewhere, in both orders: the file stays alone, whatever comes first
+    ({"a/warm.py": WARM_LOOSE, "a/serve.py": SERVE_LOOSE, "empty/e.py": "x = 1\n"}, ["a/warm.py", "empty"],
+     [("a/warm.py", "GM101")]),
+    ({"a/warm.py": WARM_LOOSE, "a/serve.py": SERVE_LOOSE, "empty/e.py": "x = 1\n"}, ["empty", "a/warm.py"],
+     [("a/warm.py", "GM101")]),
+    # loose files of two folders are two projects
+    ({"a/warm.py": WARM_LOOSE, "b/serve.py": SERVE_LOOSE}, ["a/warm.py", "b/serve.py"], [("a/warm.py", "GM101")]),
+    # one module per file, however it is spelt
+    ({"a/warm.py": WARM_LOOSE}, ["a/warm.py", "ABS/a/warm.py"], [("a/warm.py", "GM101")]),
+    # what a loose file imports from its folder is what Python runs with it
+    ({"a/warm.py": "from serve import serve\n" + WARM_LOOSE, "a/serve.py": SERVE_LOOSE}, ["a/warm.py"], []),
+    ({"a/warm.py": "import tools.serving\n" + WARM_LOOSE, "a/tools/serving.py": SERVE_LOOSE}, ["a/warm.py"], []),
+    # other markers of a project's root
+    ({"a/warm.py": WARM_LOOSE, "a/serve.py": SERVE_LOOSE, "a/setup.py": ""}, ["a/warm.py"], []),
+    ({"a/warm.py": WARM_LOOSE, "a/serve.py": SERVE_LOOSE, "a/.hg/x": ""}, ["a/warm.py"], []),
+    # a file of a real project listed after a loose one is analysed with its own project
+    ({"lz/warm.py": WARM_LOOSE, "proj/.git/x": "", "proj/warm.py": WARM_LOOSE, "proj/serve.py": SERVE_LOOSE},
+     ["lz/warm.py", "proj/warm.py"], [("lz/warm.py", "GM101")]),
+])
+def test_loose_files_beside_folders_and_projects(tmp_path, setup, args, found):
+    for name, text in setup.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    args = [str(tmp_path / a[4:]) if a.startswith("ABS/") else a for a in args]
+    cli = _without_cache_env("lints", "--format", "concise", *args, cwd=tmp_path)
+    assert sorted((os.path.relpath(h["path"], tmp_path) if os.path.isabs(h["path"]) else h["path"], h["code"])
+                  for h in heads(cli.stdout)) == found, cli
+    flake8 = _without_cache_env("flake8", "--select", "GM", *args, cwd=tmp_path)
+    assert sorted({(os.path.relpath(h["path"], tmp_path) if os.path.isabs(h["path"]) else h["path"], h["code"])
+                   for h in heads(flake8.stdout)}) == found, flake8
+    assert not (tmp_path / "a" / ".gradmode_cache").exists() or (tmp_path / "a" / "setup.py").exists() or (
+        tmp_path / "a" / ".hg").exists()
