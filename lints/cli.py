@@ -399,13 +399,16 @@ def _editor_details(findings, configs: dict, run_configs: list[tuple], max_bytes
         if isinstance(source, FileError):
             continue
         ends = end_positions(source.text, {(f.line, f.col) for f in in_file})
+        parsed = None  # the file's libcst tree, parsed once for all its fixes
         for f in in_file:
             edits = []
             if f.fixes:
-                from .codemod import FixOptions, fix_edits  # libcst: only when there is a fix to describe
+                from .codemod import FixOptions, ParsedSource, fix_edits  # libcst: only when there is a fix
+
+                parsed = parsed or ParsedSource()
 
                 edits = fix_edits(source, f, FixOptions(configs[id(f)], max_bytes=max_bytes, findings={},
-                                                       imported=imported))
+                                                       imported=imported), parsed)
             details[(f.path, f.line, f.col)] = {"end": ends[(f.line, f.col)], "edits": edits}
     return details
 

@@ -29,7 +29,7 @@ from .options import Config, ConfigError, default_cache_dir
 from .engine import SummaryCache, collect_summaries, lint_project, project_files
 from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, default_jobs, is_read_only, read_source,
                     remove_in_flight_temps, run_jobs, source_lines, write_file)
-from .fixer import STYLES, fix_source
+from .fixer import STYLES, fix_source, node_positions
 from .limits import source_limits_error
 from .progress import Progress
 from .model import FileError, Finding
@@ -59,12 +59,39 @@ class FixOutcome:
     error: Optional[str] = None
 
 
-def fix_text(source: SourceFile, options: FixOptions) -> tuple[Optional[str], list[Finding], Optional[str]]:
+@dataclasses.dataclass
+class ParsedSource:
+    """A file's text parsed once for fixing, shared by the fixes of its findings one at a time
+    (``fix_edits``): parsing and locating nodes again per finding made ``--format json`` quadratic."""
+
+    module: Optional[cst.Module] = None
+    nodes: object = None  # ``fixer.node_positions(module)``
+    error: Optional[str] = None
+
+
+def _parse_for_fixing(source: SourceFile, parsed: Optional[ParsedSource]) -> ParsedSource:
+    if parsed is not None and (parsed.module is not None or parsed.error is not None):
+        return parsed
+    parsed = parsed or ParsedSource()
+    parsed.error = source_limits_error(source.text)  # libcst would take minutes over it, or crash
+    if parsed.error is None:
+        try:
+            parsed.module = cst.parse_module(source.text)
+        except cst.ParserSyntaxError as exc:
+            parsed.error = f"cannot parse for fixing: {' '.join(exc.message.split())}"
+        except RecursionError:
+            parsed.error = "cannot parse for fixing: expressions nested too deeply"
+    return parsed
+
+
+def fix_text(source: SourceFile, options: FixOptions, parsed: Optional[ParsedSource] = None
+             ) -> tuple[Optional[str], list[Finding], Optional[str]]:
     """(new text or None, findings the fix leaves, error). Pure: writes nothing.
 
     The findings come from the whole-project run (``options.findings``); the text is parsed with
-    libcst only when one of them has a fix to apply. The findings left are re-checked by the caller
-    on the whole project once every file is fixed.
+    libcst only when one of them has a fix to apply (into ``parsed``, when given, for the next call
+    on the same text). The findings left are re-checked by the caller on the whole project once
+    every file is fixed.
     """
     if options.findings is None:
         run = lint_project([source.path], options.config, overrides={source.path: source.text}, use_cache=False,
@@ -77,20 +104,18 @@ def fix_text(source: SourceFile, options: FixOptions) -> tuple[Optional[str], li
     applicable = [f for f in findings if f.fixes and (f.fixable == "safe" or options.unsafe_fixes)]
     if not applicable:
         return None, findings, None
-    too_big = source_limits_error(source.text)  # libcst would take minutes over it, or crash
-    if too_big is not None:
-        return None, [], too_big
-    try:
-        module = cst.parse_module(source.text)
-    except cst.ParserSyntaxError as exc:
-        return None, [], f"cannot parse for fixing: {' '.join(exc.message.split())}"
-    except RecursionError:
-        return None, [], "cannot parse for fixing: expressions nested too deeply"
+    parsed = _parse_for_fixing(source, parsed)
+    if parsed.error is not None:
+        return None, [], parsed.error
+    module = parsed.module
+    if parsed.nodes is None:
+        parsed.nodes = node_positions(module)
     unbound: list = []
     refused: list[Finding] = []
     fixed_module = fix_source(module, applicable, options.style, options.unsafe_fixes, unbound=unbound,
                               refused=refused,
-                              imported_elsewhere=imported.get(file_identity(source.path)) if imported else None)
+                              imported_elsewhere=imported.get(file_identity(source.path)) if imported else None,
+                              nodes=parsed.nodes)
     if unbound:  # libcst and the analysis disagree on where the code is: refuse rather than guess
         line = unbound[0].at[0]
         lines = source_lines(source.text)
@@ -218,14 +243,16 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
     return FixOutcome(path, changed=True, diff=diff, remaining=tuple(remaining))
 
 
-def _keep_unrelated_bytes(original: str, fixed: str, path: str) -> tuple[Optional[str], Optional[str]]:
+def _keep_unrelated_bytes(original: str, fixed: str, path: str, roundtrip: Optional[str] = None
+                          ) -> tuple[Optional[str], Optional[str]]:
     """``fixed`` with the bytes libcst could not represent put back; or (None, error).
 
     libcst does not reproduce every file byte for byte: it drops a form feed that starts a line
     of code and the last CR of a file with CR-only line ends. Everything libcst dropped outside
     the lines the fix rewrote is put back; if it dropped something inside them, the file is refused.
     """
-    roundtrip = cst.parse_module(original).code
+    if roundtrip is None:
+        roundtrip = cst.parse_module(original).code
     if roundtrip == original:
         return fixed, None
     before, libcst_lines, after = source_lines(original), source_lines(roundtrip), source_lines(fixed)
@@ -254,13 +281,16 @@ def _keep_unrelated_bytes(original: str, fixed: str, path: str) -> tuple[Optiona
     return (patched, None) if same else (None, refusal)
 
 
-def fix_edits(source: SourceFile, finding: Finding, options: FixOptions) -> list[dict]:
+def fix_edits(source: SourceFile, finding: Finding, options: FixOptions,
+              parsed: Optional[ParsedSource] = None) -> list[dict]:
     """The edits that apply ``finding``'s fix alone to ``source`` as it is now (an editor applies one
-    fix, then lints again), as 1-based rows and columns, end exclusive; [] if it cannot be applied."""
+    fix, then lints again), as 1-based rows and columns, end exclusive; [] if it cannot be applied.
+    ``parsed``: the same ``ParsedSource`` for every finding of one text (parsed once, not per finding)."""
     alone = dataclasses.replace(options, unsafe_fixes=True, findings={source.path: [finding]})
-    fixed, _, error = fix_text(source, alone)
+    parsed = parsed if parsed is not None else ParsedSource()
+    fixed, _, error = fix_text(source, alone, parsed)
     if error is None and fixed is not None:
-        fixed, error = _keep_unrelated_bytes(source.text, fixed, source.path)
+        fixed, error = _keep_unrelated_bytes(source.text, fixed, source.path, parsed.module.code)
     if error is not None or fixed is None:
         return []
     before, after = source_lines(source.text), source_lines(fixed)

@@ -60,9 +60,16 @@ class _Nodes(cst.CSTVisitor):
         self.decorators[self._at(node.decorator)] = node
 
 
+def node_positions(module: cst.Module) -> _Nodes:
+    """The nodes a fix can name in ``module``, by position (one walk, reusable for its findings)."""
+    nodes = _Nodes()
+    MetadataWrapper(module, unsafe_skip_copy=True).visit(nodes)
+    return nodes
+
+
 def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: bool,
               unbound: Optional[list[Fix]] = None, style: str = "remove",
-              refused: Optional[list[Finding]] = None) -> list[FixPlan]:
+              refused: Optional[list[Finding]] = None, nodes: Optional[_Nodes] = None) -> list[FixPlan]:
     """Distinct plans of the fixable findings (several GM104 calls share one block); a position that does
     not name the expected node is never guessed: it goes to ``unbound``. A finding whose fix would write
     ``contextlib.nullcontext()`` or ``torch.no_grad()`` where the module uses the name ``contextlib`` or
@@ -75,8 +82,7 @@ def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: boo
                 fixes.setdefault(_key(fix), fix)
     if not fixes:
         return []
-    nodes = _Nodes()
-    MetadataWrapper(module, unsafe_skip_copy=True).visit(nodes)
+    nodes = nodes if nodes is not None else node_positions(module)
     plans = []
     for fix in fixes.values():
         plan = _bind(fix, nodes)
@@ -414,10 +420,10 @@ def apply_fixes(module: cst.Module, plans: Sequence[FixPlan], style: str = "remo
 
 def fix_source(module: cst.Module, findings: Iterable[Finding], style: str, unsafe_fixes: bool,
                context: Optional[CodemodContext] = None, unbound: Optional[list[Fix]] = None,
-               refused: Optional[list[Finding]] = None, imported_elsewhere: Optional[Collection[str]] = None
-               ) -> Union[cst.Module, None]:
+               refused: Optional[list[Finding]] = None, imported_elsewhere: Optional[Collection[str]] = None,
+               nodes: Optional[_Nodes] = None) -> Union[cst.Module, None]:
     """Fixed module, or None when no finding had an applicable fix (see ``plans_for``, ``apply_fixes``)."""
-    plans = plans_for(module, findings, unsafe_fixes, unbound, style, refused)
+    plans = plans_for(module, findings, unsafe_fixes, unbound, style, refused, nodes)
     return apply_fixes(module, plans, style, context, imported_elsewhere=imported_elsewhere) if plans else None
 
 

@@ -271,3 +271,41 @@ def test_corrupt_cache_is_ignored(tmp_path, run):
     assert first.returncode == 1 and "Traceback" not in first.stderr
     (cache / "summaries.json").write_text(json.dumps({"format": "other", "entries": {"x": 1}}))
     assert run("lints", "--cache-dir", str(cache), "--format", "json", ".").stdout == first.stdout
+
+
+SEVERAL_FIXES = ("import torch\n"
+                 "def warmup_a(model):\n    with torch.inference_mode():\n        return model()\n"
+                 "def warmup_b(model):\n    ctx = torch.inference_mode()\n    with ctx:\n        return model()\n"
+                 "@torch.inference_mode()\ndef warmup_c(model):\n    return model()\n")
+
+
+def _apply_edits(text: str, edits: list) -> str:
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(at: dict) -> int:
+        return starts[at["row"] - 1] + at["column"] - 1
+
+    for edit in sorted(edits, key=lambda e: offset(e["location"]), reverse=True):
+        text = text[:offset(edit["location"])] + edit["content"] + text[offset(edit["end_location"]):]
+    return text
+
+
+def test_json_edits_of_several_findings_in_one_file_each_fix_their_own_function(tmp_path, run):
+    """One parse serves every finding's edits: each set, applied alone, fixes its function and no other."""
+    import torch
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "w.py").write_text(SEVERAL_FIXES)
+    data = json.loads(run("lints", "--format", "json", "w.py", cwd=tmp_path).stdout)
+    assert sorted(f["code"] for f in data["findings"]) == ["GM101", "GM102", "GM103"]
+    for finding in data["findings"]:
+        fixed = _apply_edits(SEVERAL_FIXES, finding["fix"]["edits"])
+        namespace: dict = {}
+        exec(compile(fixed, "w.py", "exec"), namespace)
+        under = {name: namespace[name](torch.is_inference_mode_enabled) for name in ("warmup_a", "warmup_b",
+                                                                                     "warmup_c")}
+        fixed_one = {"GM101": "warmup_a", "GM103": "warmup_b", "GM102": "warmup_c"}[finding["code"]]
+        assert under == {name: name != fixed_one for name in under}, (finding["code"], fixed)
