@@ -26,7 +26,7 @@ from . import __version__
 from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args, configs_for_paths,
                   internal_error, tolerant_output)
 from .options import Config, ConfigError, default_cache_dir
-from .engine import SummaryCache, collect_summaries, lint_project, project_files
+from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_files
 from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, default_jobs, is_read_only, read_source,
                     remove_in_flight_temps, run_jobs, source_lines, write_file)
 from .fixer import STYLES, fix_source, node_positions
@@ -151,11 +151,14 @@ def names_imported_elsewhere(run, config: Config, jobs: int = 1, max_bytes: int 
     """``file_identity`` -> the names other modules of ``run``'s project import from that file's module, or None
     where they may use any (an ``__init__.py``; a module imported whole or with ``*``): a fix keeps those imports."""
     summaries: Iterable[dict]
+    if not run.whole_project:  # who imports the files is not known, so every import stays
+        return {}
     if run.analysis is not None:
         summaries = run.analysis.project.modules.values()
     else:  # the findings came from the results cache; the summaries are cached too
         cache = SummaryCache(default_cache_dir() or Path(run.root) / ".gradmode_cache")
-        entries = project_files(run.root, config, run.files, max_bytes=max_bytes)
+        entries = loose_entries(run.loose_members, {}, max_bytes) if run.loose_members is not None \
+            else project_files(run.root, config, run.files, max_bytes=max_bytes)
         summaries = collect_summaries(entries, jobs, cache, max_bytes)[0].values()
     try:
         return _imported_names(list(summaries))

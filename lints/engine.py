@@ -14,6 +14,7 @@ import os
 import stat
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
 
@@ -71,58 +72,123 @@ def locate_project(paths: Sequence[str]) -> tuple[str, bool]:
 
 def project_groups(paths: Sequence[str]) -> list[list[str]]:
     """``paths`` split by the project each belongs to (in order of first appearance), each group to be
-    linted on its own: a project's root; outside any project, the outermost folder given that holds
-    the path, else the path's own folder (the loose files given there are linted together)."""
-    located = [locate_project([p]) for p in paths]
-    loose_folders = [os.path.abspath(p) for p, (_, inside) in zip(paths, located) if not inside and os.path.isdir(p)]
+    linted on its own, the folder that names it first:
+    - a path inside a folder given is linted with the outermost such folder (its walk reaches it);
+    - else, in a project with a marker: that project;
+    - else (a loose file, or a package with no marker above it, which a script beside it imports):
+      the folder holding it, with the other paths there.
+    """
+    absolute = [os.path.abspath(p) for p in paths]
+    folders = sorted({a for p, a in zip(paths, absolute) if os.path.isdir(p)}, key=len)
     groups: dict[tuple[str, str], list[str]] = {}
-    for path, (root, inside) in zip(paths, located):
-        key = ("project", root)
-        if not inside:
-            absolute = os.path.abspath(path)
-            holding = [f for f in loose_folders if absolute == f or absolute.startswith(os.path.join(f, ""))]
-            key = ("folder", min(holding, key=len)) if holding else ("files", root)
+    for path, full in zip(paths, absolute):
+        holding = next((f for f in folders if full.startswith(os.path.join(f, ""))), None)
+        if holding is not None:
+            key = ("folder", holding)
+        else:
+            root, inside = locate_project([path])
+            if inside and not package_only(root):
+                key = ("project", root)
+            elif os.path.isdir(path) and not inside:
+                key = ("folder", full)
+            else:
+                key = ("loose", os.path.dirname(root) if inside else root)
         groups.setdefault(key, []).append(path)
-    return list(groups.values())
+    out = []
+    for (kind, folder), members in groups.items():
+        if kind == "folder":  # the folder first: lint_project takes its root from the first path
+            members.sort(key=lambda p: os.path.abspath(p) != folder)
+        elif kind == "loose":  # loose files first: a package beside them is what they import
+            members.sort(key=lambda p: locate_project([p])[1])
+        out.append(members)
+    return out
 
 
-# At most this many files join a loose file's project through its imports.
+def package_only(root: str) -> bool:
+    """A root found as a top package, with no project marker (``locate_project``)."""
+    return (os.path.isfile(os.path.join(root, "__init__.py"))
+            and not any(os.path.exists(os.path.join(root, marker)) for marker in PROJECT_MARKERS))
+
+
+# At most this many files join loose files' project; at most this many files of their folder are
+# looked at for importers (a loose file may sit in /tmp or a home folder).
 LOOSE_IMPORTS_LIMIT = 1000
+LOOSE_SCAN_LIMIT = 2000
 
 
-def _imported_beside(paths: list[str], overrides: dict[str, str], max_bytes: int) -> list[str]:
-    """``paths`` (loose files of one folder), then the modules they import from that folder,
-    transitively: Python puts a script's folder first on ``sys.path``, so those are what it runs."""
+def _loose_project(paths: list[str], overrides: dict[str, str], max_bytes: int) -> tuple[list[str], bool]:
+    """The modules analysed with loose files of one folder, and whether every file of the folder that
+    imports one of them is among those (else who imports them is not known). Python puts a
+    script's folder first on ``sys.path``: the project is ``paths``, the folder's files that import
+    one of them, and what all of these import from the folder, transitively."""
     folder = os.path.dirname(os.path.abspath(paths[0])) if paths else ""
+    relative = not os.path.isabs(paths[0]) if paths else True
     out = list(paths)
     seen = {os.path.abspath(p) for p in out}
+
+    def add(candidate: str) -> bool:
+        if os.path.abspath(candidate) in seen or not os.path.isfile(candidate):
+            return True
+        if len(out) >= LOOSE_IMPORTS_LIMIT:
+            return False
+        seen.add(os.path.abspath(candidate))
+        out.append(os.path.relpath(candidate) if relative else candidate)
+        return True
+
+    complete = True
+    names = {module_name_for(p, folder)[0].split(".")[0] for p in paths}
+    try:
+        scanned = sorted(e.path for e in os.scandir(folder) if e.name.endswith(".py"))
+    except OSError:
+        scanned = []
+    if len(scanned) > LOOSE_SCAN_LIMIT:
+        scanned, complete = [], False
+    for candidate in scanned:
+        if os.path.abspath(candidate) not in seen and names & _imported_top_names(candidate, {}, max_bytes):
+            complete &= add(candidate)
     index = 0
-    while index < len(out) and len(out) < LOOSE_IMPORTS_LIMIT:
+    while index < len(out):
         path = out[index]
         index += 1
-        source = source_from_text(path, overrides[path]) if path in overrides else read_source(path, max_bytes)
-        if isinstance(source, FileError):
-            continue
-        try:
+        for name in _imported_dotted_names(path, overrides, max_bytes):
+            parts = name.split(".")
+            for n in range(1, len(parts) + 1):
+                base = os.path.join(folder, *parts[:n])
+                for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+                    if not add(candidate):
+                        return out, False
+    return out, complete
+
+
+def loose_entries(members: list[str], overrides: dict[str, str], max_bytes: int) -> list[_Entry]:
+    """The entries of a loose project (``_loose_project``): module names from the first file's folder."""
+    base = import_root(os.path.dirname(os.path.abspath(members[0]))) if members else ""
+    return [_Entry(p, *module_name_for(p, base), file_key(source_from_text(p, overrides[p]).raw) if p in overrides
+                   else content_key(p, max_bytes)) for p in members]
+
+
+def _imported_dotted_names(path: str, overrides: dict[str, str], max_bytes: int) -> list[str]:
+    """Every absolute module name a file imports (``from a.b import c``: ``a.b`` and ``a.b.c``)."""
+    source = source_from_text(path, overrides[path]) if path in overrides else read_source(path, max_bytes)
+    if isinstance(source, FileError):
+        return []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the user's own invalid escapes are not our business
             tree = ast.parse(source.text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue  # summarising it reports why
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                dotted = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                dotted = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-            else:
-                continue
-            for name in dotted:
-                parts = name.split(".")
-                for n in range(1, len(parts) + 1):
-                    base = os.path.join(folder, *parts[:n])
-                    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
-                        if os.path.abspath(candidate) not in seen and os.path.isfile(candidate):
-                            seen.add(os.path.abspath(candidate))
-                            out.append(os.path.relpath(candidate) if not os.path.isabs(path) else candidate)
-    return out
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []  # summarising it reports why
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.extend([node.module, *(f"{node.module}.{alias.name}" for alias in node.names)])
+    return names
+
+
+def _imported_top_names(path: str, overrides: dict[str, str], max_bytes: int) -> set[str]:
+    return {name.split(".", 1)[0] for name in _imported_dotted_names(path, overrides, max_bytes)}
 
 
 def _display_root(root: str, paths: Sequence[str]) -> str:
@@ -378,6 +444,9 @@ class ProjectRun:
     errors: list[FileError]
     serving: object  # analysis.ServingMode
     analysis: object = None  # None when the results came from the cache
+    # False where some module that may import the files was not analysed (``_loose_project``)
+    whole_project: bool = True
+    loose_members: Optional[list[str]] = None  # the files analysed, for loose files (not a walk)
 
 
 @dataclasses.dataclass
@@ -555,7 +624,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude)
     requested = [os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested]
     found, in_project = locate_project(paths or ["."])
-    loose = False
+    loose, whole, members = False, True, None
     if not in_project and not alone:  # a folder given is its own project; files given are loose
         folders = [os.path.abspath(p) for p in paths if os.path.normpath(p) not in overrides and os.path.isdir(p)]
         found = min(folders, key=len) if folders else found
@@ -563,11 +632,13 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     root = os.path.normpath(_display_root(found, paths))
     cache = SummaryCache(cache_dir if cache_dir is not None else Path(root) / ".gradmode_cache") \
         if use_cache and not (loose and cache_dir is None) else None
-    if alone or loose:
+    if loose:
+        members, whole = _loose_project(_distinct(requested), overrides, max_bytes)
+        entries = loose_entries(members, overrides, max_bytes)
+    elif alone:
         base = import_root(os.path.dirname(os.path.abspath(requested[0])) if requested else root)
-        members = _imported_beside(_distinct(requested), overrides, max_bytes) if loose else requested
         entries = [_Entry(p, *module_name_for(p, base), file_key(source_from_text(p, overrides[p]).raw) if p in overrides
-                          else content_key(p, max_bytes) if loose else "") for p in members]
+                          else "") for p in requested]
     else:
         entries = project_files(root, config, requested, overrides,
                                 read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes)
@@ -615,4 +686,4 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     if apply_noqa and findings:
         findings = without_suppressed(findings, text_reader(overrides))
     errors.sort(key=lambda e: e.path)
-    return ProjectRun(root, requested, findings, errors, serving, analysis)
+    return ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole, loose_members=members)

@@ -152,6 +152,10 @@ class _NameUses(cst.CSTVisitor):
             self.found |= any(_bound_name(alias) == self.name for alias in node.names)
         return False
 
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)  # `f(name=...)` names a parameter of f, no variable here
+        return False
+
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if not (isinstance(node.value, cst.Name) and node.value.value == self.name):
             node.value.visit(self)

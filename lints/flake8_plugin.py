@@ -45,6 +45,7 @@ class GradModeChecker:
     _by_root: ClassVar[dict[str, dict[str, list]]] = {}
     _prefetching: ClassVar[dict[str, str]] = {}  # project root -> the lock its background analysis holds
     _named: ClassVar[list[str]] = []  # the paths flake8 was given
+    _groups: ClassVar[Optional[list[list[str]]]] = None  # ``_named`` by project, once needed
 
     def __init__(self, tree: ast.AST, filename: str, lines: Sequence[str]) -> None:
         self.filename = filename
@@ -95,6 +96,7 @@ class GradModeChecker:
         parallel = jobs is not None and (getattr(jobs, "is_auto", False) or getattr(jobs, "n_jobs", 1) > 1)
         filenames = [f for f in getattr(options, "filenames", None) or [] if f not in ("-", "stdin")]
         cls._named = filenames
+        cls._groups = None
         if parallel and filenames and os.cpu_count() and os.cpu_count() > 1:
             cls._start_prefetch(filenames)
 
@@ -111,11 +113,12 @@ class GradModeChecker:
         import sys
         from pathlib import Path
 
-        from .engine import locate_project
+        from .engine import locate_project, package_only
 
-        # a file outside any project is linted alone, when flake8 reaches it: nothing to prefetch
+        # projects with a marker, and folders given outside any: what `_project_findings` analyses
+        # whole (files outside those are grouped as the CLI groups them, and are few)
         roots = {root for f in filenames for root, in_project in [locate_project([f])]
-                 if in_project or os.path.isdir(f)}
+                 if (in_project and not package_only(root)) or (not in_project and os.path.isdir(f))}
         for root in sorted(roots):
             try:
                 config = cls.config_for(root)
@@ -170,30 +173,25 @@ class GradModeChecker:
 
     @classmethod
     def _project_findings(cls, filename: str) -> dict[str, list]:
-        from .engine import locate_project, lint_project
+        from .engine import lint_project, locate_project, package_only
 
         root, in_project = locate_project([filename])
-        paths = [root]
-        if not in_project:  # as the CLI does: a folder given is its own project, a file given is alone
-            absolute = os.path.abspath(filename)
-            given = [os.path.abspath(p) for p in cls._named if os.path.isdir(p)]
-            holding = [f for f in given if absolute.startswith(os.path.join(f, ""))]
-            if holding:
-                root = min(holding, key=len)
-                paths = [root]
-            else:  # the files given in that folder, together (as `gradmode-lint a.py b.py`)
-                paths = [p for p in cls._named if os.path.isfile(p) and locate_project([p]) == (root, False)]
-                paths = paths or [filename]
-        found = cls._by_root.get(root)
+        marked = in_project and not package_only(root)
+        if marked:
+            key, paths = root, [root]
+        else:  # a loose file or a package with no marker: grouped as the CLI groups the paths given
+            paths = cls._group_of(filename)
+            key = "\0".join(sorted(os.path.abspath(p) for p in paths))
+        found = cls._by_root.get(key)
         if found is None:
             try:
                 config = cls.config_for(root)
             except ConfigError as exc:  # every file of the project says so, not only the first
-                cls._by_root[root] = found = _ConfigTrouble(FileError(root, f"config error: {exc}"))
+                cls._by_root[key] = found = _ConfigTrouble(FileError(root, f"config error: {exc}"))
                 return found
-            if root in cls._prefetching:
-                cls._wait_for_prefetch(cls._prefetching[root])  # then the result is in the cache
-            if in_project:
+            if key in cls._prefetching:
+                cls._wait_for_prefetch(cls._prefetching[key])  # then the result is in the cache
+            if marked:
                 paths.extend(cls._beyond_the_walk(root, config))
             run = lint_project(paths, config, jobs=1,
                                cache_dir=default_cache_dir(), apply_noqa=False)
@@ -202,8 +200,24 @@ class GradModeChecker:
                 found.setdefault(os.path.abspath(finding.path), []).append(finding)
             for error in run.errors:
                 found.setdefault(os.path.abspath(error.path), []).append(error)
-            cls._by_root[root] = found
+            cls._by_root[key] = found
         return found
+
+    @classmethod
+    def _group_of(cls, filename: str) -> list[str]:
+        """The paths linted with ``filename`` (``engine.project_groups`` of the paths flake8 was given;
+        none given is flake8's own ``.``): those of its group, else ``filename`` alone."""
+        from .engine import project_groups
+
+        if cls._groups is None:
+            cls._groups = project_groups(cls._named or ["."])
+        absolute = os.path.abspath(filename)
+        for group in cls._groups:
+            for path in group:
+                given = os.path.abspath(path)
+                if absolute == given or absolute.startswith(os.path.join(given, "")):
+                    return group
+        return [filename]
 
     @classmethod
     def _beyond_the_walk(cls, root: str, config: Config) -> list[str]:

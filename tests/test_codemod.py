@@ -2,6 +2,8 @@
 `fix_text` API on the project run's findings, safety of writes, CLI behaviour."""
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import stat
 import subprocess
@@ -13,7 +15,7 @@ from lints.codemod import FixOptions, fix_text, names_imported_elsewhere
 from lints.options import Config
 from lints.files import decode_source
 
-from .helpers import ALL_ON, FIXTURES, chdir, run_module
+from .helpers import ALL_ON, FIXTURES, ROOT, chdir, run_module
 
 PAIRS = sorted(p.name[: -len(".in.py")] for p in (FIXTURES / "fix").glob("*.in.py"))
 
@@ -411,8 +413,8 @@ def test_torch_no_grad_fix_where_torch_is_torch(tmp_path, form):
     body = {"with": "    with inference_mode():\n        return model()\n",
             "decorator": "    return model()\n",
             "callable": "    return inference_mode()(model)()\n"}[form]
-    source = ("from torch import inference_mode\nimport torch.nn\n" + ("@inference_mode()\n" if form == "decorator" else "")
-              + "def warmup(model):\n" + body)
+    source = ("from torch import inference_mode\nimport torch.nn\nOPTIONS = dict(torch=1, contextlib=2)\n"
+              + ("@inference_mode()\n" if form == "decorator" else "") + "def warmup(model):\n" + body)
     path = write(tmp_path, "a.py", source)
     proc = run_module("lints.codemod", "--style", "no_grad", "--unsafe-fixes", "a.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -450,3 +452,44 @@ def test_libcst_command_analyses_each_project_on_its_own(tmp_path):
         assert (tmp_path / "proj" / "warm.py").read_text() == warm, order
         fixed = (tmp_path / "lz" / "warm.py").read_text()
         assert "inference_mode" not in fixed and run_warmup(fixed) == (True, False)
+
+
+@pytest.mark.parametrize("cache_env", [False, True])
+def test_a_loose_files_imports_stay_since_who_imports_it_is_not_known(tmp_path, cache_env):
+    """A loose file is analysed with the files of its folder that import it: other.py here takes
+    inference_mode from main.py, so the import must stay, on every run (cached or not)."""
+    main = ("from torch import inference_mode\n"
+            "def warmup(model):\n    with inference_mode():\n        return model()\n")
+    (tmp_path / "main.py").write_text(main)
+    (tmp_path / "other.py").write_text("from main import inference_mode\n")
+    env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
+    if cache_env:
+        env["GRADMODE_CACHE_DIR"] = str(tmp_path.parent / f"{tmp_path.name}-cache")
+    env["PYTHONPATH"] = str(ROOT)
+    for _ in range(2):
+        report = subprocess.run([sys.executable, "-m", "lints", "--format", "json", "main.py"], cwd=tmp_path,
+                                env=env, capture_output=True, text=True, timeout=300)
+        (finding,) = json.loads(report.stdout)["findings"]
+        assert all(edit["location"]["row"] > 1 for edit in finding["fix"]["edits"]), finding
+    fix = subprocess.run([sys.executable, "-m", "lints.codemod", "main.py"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert fix.returncode == 0, fix.stderr
+    fixed = (tmp_path / "main.py").read_text()
+    assert fixed.startswith("from torch import inference_mode\n") and run_warmup(fixed) == (True, False)
+    check = subprocess.run([sys.executable, "other.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stderr
+
+
+def test_a_loose_files_imports_stay_when_its_folder_is_too_big_to_look_for_importers(tmp_path, monkeypatch):
+    from lints import engine
+
+    (tmp_path / "main.py").write_text("from torch import inference_mode\n"
+                                      "def warmup(model):\n    with inference_mode():\n        return model()\n")
+    (tmp_path / "other.py").write_text("x = 1\n")
+    with chdir(tmp_path):
+        run = engine.lint_project(["main.py"], Config(), use_cache=False)
+        assert run.whole_project and names_imported_elsewhere(run, Config())
+        monkeypatch.setattr(engine, "LOOSE_SCAN_LIMIT", 1)
+        run = engine.lint_project(["main.py"], Config(), use_cache=False)
+        assert not run.whole_project and names_imported_elsewhere(run, Config()) == {}
+        assert [f.code for f in run.findings] == ["GM101"]

@@ -221,6 +221,20 @@ def test_flake8_in_parallel_does_not_prefetch_a_lone_files_folder(tmp_path):
     # other markers of a project's root
     ({"a/warm.py": WARM_LOOSE, "a/serve.py": SERVE_LOOSE, "a/setup.py": ""}, ["a/warm.py"], []),
     ({"a/warm.py": WARM_LOOSE, "a/serve.py": SERVE_LOOSE, "a/.hg/x": ""}, ["a/warm.py"], []),
+    # a file given inside a folder given is analysed once, with that folder, whatever its own project
+    ({"top.py": "x = 1\n", "proj/pyproject.toml": "", "proj/x.py": WARM_LOOSE}, [".", "proj/x.py"],
+     [("proj/x.py", "GM101")]),
+    ({"top.py": "x = 1\n", "proj/pyproject.toml": "", "proj/x.py": WARM_LOOSE}, ["proj/x.py", "."],
+     [("proj/x.py", "GM101")]),
+    # a loose script and the package beside it that it imports: one project
+    ({"main.py": "from sub.x import run\ndef warmup(model):\n    run(model)\n", "sub/__init__.py": "",
+      "sub/x.py": WARM_LOOSE.replace("warmup", "run")}, ["main.py", "sub/x.py"], [("sub/x.py", "GM101")]),
+    ({"main.py": "from sub.x import run\ndef warmup(model):\n    run(model)\n", "sub/__init__.py": "",
+      "sub/x.py": WARM_LOOSE.replace("warmup", "run")}, ["sub/x.py", "main.py"], [("sub/x.py", "GM101")]),
+    ({"main.py": "from sub.x import run\ndef warmup(model):\n    run(model)\n", "sub/__init__.py": "",
+      "sub/x.py": WARM_LOOSE.replace("warmup", "run")}, ["main.py", "sub"], [("sub/x.py", "GM101")]),
+    ({"main.py": "from sub.x import run\ndef warmup(model):\n    run(model)\n", "sub/__init__.py": "",
+      "sub/x.py": WARM_LOOSE.replace("warmup", "run")}, ["."], [("sub/x.py", "GM101")]),
     # a file of a real project listed after a loose one is analysed with its own project
     ({"lz/warm.py": WARM_LOOSE, "proj/.git/x": "", "proj/warm.py": WARM_LOOSE, "proj/serve.py": SERVE_LOOSE},
      ["lz/warm.py", "proj/warm.py"], [("lz/warm.py", "GM101")]),
@@ -238,3 +252,14 @@ def test_loose_files_beside_folders_and_projects(tmp_path, setup, args, found):
                    for h in heads(flake8.stdout)}) == found, flake8
     assert not (tmp_path / "a" / ".gradmode_cache").exists() or (tmp_path / "a" / "setup.py").exists() or (
         tmp_path / "a" / ".hg").exists()
+
+
+def test_flake8_without_paths_lints_every_file_of_a_loose_folder(tmp_path):
+    """flake8 given no path checks `.`: every file of the folder, as `gradmode-lint .` does."""
+    for name in ("a.py", "b.py", "c.py"):
+        (tmp_path / name).write_text(WARM_LOOSE)
+    for jobs in ("1", "2"):
+        flake8 = _without_cache_env("flake8", "-j", jobs, "--select", "GM", cwd=tmp_path)
+        assert sorted(os.path.basename(h["path"]) for h in heads(flake8.stdout)) == ["a.py", "b.py", "c.py"], flake8
+    cli = _without_cache_env("lints", "--format", "concise", ".", cwd=tmp_path)
+    assert len(heads(cli.stdout)) == 3, cli
