@@ -2,7 +2,7 @@
 
 Shared by the CLI, the codemod, the flake8 plugin and the libcst command. The analysis always
 covers the whole project around the given paths (its root is the nearest folder above them
-with a ``pyproject.toml`` or ``.git``); findings are reported for the given files only.
+with one of ``PROJECT_MARKERS``); findings are reported for the given files only.
 """
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def _loose_project(paths: list[str], overrides: dict[str, str], max_bytes: int) 
     if len(scanned) > LOOSE_SCAN_LIMIT:
         scanned, complete = [], False
     for candidate in scanned:
-        if os.path.abspath(candidate) not in seen and names & _imported_top_names(candidate, {}, max_bytes):
+        if os.path.abspath(candidate) not in seen and names & _imported_top_names(candidate, {}, max_bytes, names):
             complete &= add(candidate)
     index = 0
     while index < len(out):
@@ -167,10 +167,12 @@ def loose_entries(members: list[str], overrides: dict[str, str], max_bytes: int)
                    else content_key(p, max_bytes)) for p in members]
 
 
-def _imported_dotted_names(path: str, overrides: dict[str, str], max_bytes: int) -> list[str]:
-    """Every absolute module name a file imports (``from a.b import c``: ``a.b`` and ``a.b.c``)."""
+def _imported_dotted_names(path: str, overrides: dict[str, str], max_bytes: int,
+                           mentioning: Optional[set[str]] = None) -> list[str]:
+    """Every absolute module name a file imports (``from a.b import c``: ``a.b`` and ``a.b.c``);
+    with ``mentioning``, [] unless the text holds one of those names (no parse: most files do not)."""
     source = source_from_text(path, overrides[path]) if path in overrides else read_source(path, max_bytes)
-    if isinstance(source, FileError):
+    if isinstance(source, FileError) or (mentioning is not None and not any(n in source.text for n in mentioning)):
         return []
     try:
         with warnings.catch_warnings():
@@ -187,8 +189,9 @@ def _imported_dotted_names(path: str, overrides: dict[str, str], max_bytes: int)
     return names
 
 
-def _imported_top_names(path: str, overrides: dict[str, str], max_bytes: int) -> set[str]:
-    return {name.split(".", 1)[0] for name in _imported_dotted_names(path, overrides, max_bytes)}
+def _imported_top_names(path: str, overrides: dict[str, str], max_bytes: int,
+                        mentioning: Optional[set[str]] = None) -> set[str]:
+    return {name.split(".", 1)[0] for name in _imported_dotted_names(path, overrides, max_bytes, mentioning)}
 
 
 def _display_root(root: str, paths: Sequence[str]) -> str:
@@ -612,8 +615,10 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     """Lint ``paths`` (files or folders) with the whole project around them as context
     (``alone``: the given files are the whole project, e.g. a snippet fixed in memory;
     ``progress``: a ``lints.progress.Progress`` advanced per file summarised). Files outside any
-    project (no ``pyproject.toml``, ``.git`` or package above them) are linted alone, without a
-    cache unless ``cache_dir`` is given: their folder may be ``/tmp`` or a home folder.
+    project (no marker or package above them) are linted with the files of their folder that import
+    them and what these import (``_loose_project``), not with the whole folder, which may be ``/tmp``
+    or a home folder, and without a cache unless ``cache_dir`` is given. ``paths`` are of one
+    project (``project_groups`` splits them).
 
     A rerun over unchanged files reuses the whole result; a change re-summarises only the files
     that changed and re-runs the (in-memory) project analysis.
