@@ -288,6 +288,7 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         errors += run.errors
         nfiles += len(run.files)
         servings.append(run.serving)
+    findings.sort(key=lambda pair: (pair[0].path, pair[0].line, pair[0].col, pair[0].code))  # across projects too
     configs = {id(f): config for f, config in findings}
     findings = [f for f, _ in findings]
     serving = servings[0]

@@ -157,7 +157,7 @@ def names_imported_elsewhere(run, config: Config, jobs: int = 1, max_bytes: int 
         summaries = run.analysis.project.modules.values()
     else:  # the findings came from the results cache; the summaries are cached too
         cache = SummaryCache(default_cache_dir() or Path(run.root) / ".gradmode_cache")
-        entries = loose_entries(run.loose_members, {}, max_bytes) if run.loose_members is not None \
+        entries = loose_entries(run.loose_members, run.loose_folder, {}, max_bytes) if run.loose_members is not None \
             else project_files(run.root, config, run.files, max_bytes=max_bytes)
         summaries = collect_summaries(entries, jobs, cache, max_bytes)[0].values()
     try:

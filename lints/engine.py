@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -110,18 +111,20 @@ def package_only(root: str) -> bool:
             and not any(os.path.exists(os.path.join(root, marker)) for marker in PROJECT_MARKERS))
 
 
-# At most this many files join loose files' project; at most this many files of their folder are
-# looked at for importers (a loose file may sit in /tmp or a home folder).
+# At most this many files join loose files' project; at most this many files and bytes of their
+# folder are read to look for importers (a loose file may sit in /tmp or a home folder).
 LOOSE_IMPORTS_LIMIT = 1000
 LOOSE_SCAN_LIMIT = 2000
+LOOSE_SCAN_BYTES = 16 << 20
 
 
-def _loose_project(paths: list[str], overrides: dict[str, str], max_bytes: int) -> tuple[list[str], bool]:
-    """The modules analysed with loose files of one folder, and whether every file of the folder that
-    imports one of them is among those (else who imports them is not known). Python puts a
-    script's folder first on ``sys.path``: the project is ``paths``, the folder's files that import
-    one of them, and what all of these import from the folder, transitively."""
-    folder = os.path.dirname(os.path.abspath(paths[0])) if paths else ""
+def _loose_project(paths: list[str], folder: str, overrides: dict[str, str], max_bytes: int
+                   ) -> tuple[list[str], bool]:
+    """The modules analysed with loose files (and packages without a marker) of ``folder``, and
+    whether every file there that may import one of them is among those (else who imports them is
+    not known). Python puts a script's folder first on ``sys.path``: the project is ``paths``, the
+    folder's scripts that import one of them, and what all of these import from the folder,
+    transitively."""
     relative = not os.path.isabs(paths[0]) if paths else True
     out = list(paths)
     seen = {os.path.abspath(p) for p in out}
@@ -137,20 +140,36 @@ def _loose_project(paths: list[str], overrides: dict[str, str], max_bytes: int) 
 
     complete = True
     names = {module_name_for(p, folder)[0].split(".")[0] for p in paths}
+    importing = re.compile(r"^[ \t]*(?:from[ \t]+(?:%s)\b|import[ \t][^\n]*\b(?:%s)\b)" % (
+        "|".join(map(re.escape, names)), "|".join(map(re.escape, names))), re.MULTILINE) if names else None
     try:
         scanned = sorted(e.path for e in os.scandir(folder) if e.name.endswith(".py"))
     except OSError:
         scanned = []
-    if len(scanned) > LOOSE_SCAN_LIMIT:
-        scanned, complete = [], False
+    budget = LOOSE_SCAN_BYTES
+    if len(scanned) > LOOSE_SCAN_LIMIT or importing is None:
+        scanned, complete = [], not scanned
     for candidate in scanned:
-        if os.path.abspath(candidate) not in seen and names & _imported_top_names(candidate, {}, max_bytes, names):
+        if os.path.abspath(candidate) in seen:
+            continue
+        source = read_source(candidate, max_bytes)
+        if isinstance(source, FileError):
+            complete = complete and not os.path.isfile(candidate)  # a script we cannot read may import them
+            continue
+        budget -= len(source.raw)
+        if budget < 0:
+            complete = False
+            break
+        if importing.search(source.text) and names & {n.split(".", 1)[0] for n in _imported_names(source, folder)}:
             complete &= add(candidate)
     index = 0
     while index < len(out):
         path = out[index]
         index += 1
-        for name in _imported_dotted_names(path, overrides, max_bytes):
+        source = source_from_text(path, overrides[path]) if path in overrides else read_source(path, max_bytes)
+        if isinstance(source, FileError):
+            continue
+        for name in _imported_names(source, folder):
             parts = name.split(".")
             for n in range(1, len(parts) + 1):
                 base = os.path.join(folder, *parts[:n])
@@ -160,38 +179,39 @@ def _loose_project(paths: list[str], overrides: dict[str, str], max_bytes: int) 
     return out, complete
 
 
-def loose_entries(members: list[str], overrides: dict[str, str], max_bytes: int) -> list[_Entry]:
-    """The entries of a loose project (``_loose_project``): module names from the first file's folder."""
-    base = import_root(os.path.dirname(os.path.abspath(members[0]))) if members else ""
-    return [_Entry(p, *module_name_for(p, base), file_key(source_from_text(p, overrides[p]).raw) if p in overrides
+def loose_entries(members: list[str], folder: str, overrides: dict[str, str], max_bytes: int) -> list[_Entry]:
+    """The entries of a loose project (``_loose_project``), module names counted from ``folder``."""
+    return [_Entry(p, *module_name_for(p, folder), file_key(source_from_text(p, overrides[p]).raw) if p in overrides
                    else content_key(p, max_bytes)) for p in members]
 
 
-def _imported_dotted_names(path: str, overrides: dict[str, str], max_bytes: int,
-                           mentioning: Optional[set[str]] = None) -> list[str]:
-    """Every absolute module name a file imports (``from a.b import c``: ``a.b`` and ``a.b.c``);
-    with ``mentioning``, [] unless the text holds one of those names (no parse: most files do not)."""
-    source = source_from_text(path, overrides[path]) if path in overrides else read_source(path, max_bytes)
-    if isinstance(source, FileError) or (mentioning is not None and not any(n in source.text for n in mentioning)):
-        return []
+def _imported_names(source: SourceFile, folder: str) -> list[str]:
+    """Every module name a file imports, absolute (``from a.b import c``: ``a.b`` and ``a.b.c``;
+    relative ones resolved inside its package, its module name counted from ``folder``)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the user's own invalid escapes are not our business
             tree = ast.parse(source.text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []  # summarising it reports why
+    module, is_package = module_name_for(source.path, folder)
+    package = module.split(".") if is_package else module.split(".")[:-1]
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            names.extend([node.module, *(f"{node.module}.{alias.name}" for alias in node.names)])
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
+                if not base:
+                    continue  # a script's relative import fails when it runs: nothing to follow
+                head = ".".join([*base, *([node.module] if node.module else [])])
+            elif node.module:
+                head = node.module
+            else:
+                continue
+            names.extend([head, *(f"{head}.{alias.name}" for alias in node.names)])
     return names
-
-
-def _imported_top_names(path: str, overrides: dict[str, str], max_bytes: int,
-                        mentioning: Optional[set[str]] = None) -> set[str]:
-    return {name.split(".", 1)[0] for name in _imported_dotted_names(path, overrides, max_bytes, mentioning)}
 
 
 def _display_root(root: str, paths: Sequence[str]) -> str:
@@ -450,6 +470,7 @@ class ProjectRun:
     # False where some module that may import the files was not analysed (``_loose_project``)
     whole_project: bool = True
     loose_members: Optional[list[str]] = None  # the files analysed, for loose files (not a walk)
+    loose_folder: Optional[str] = None  # the folder their module names are counted from
 
 
 @dataclasses.dataclass
@@ -630,16 +651,24 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     requested = [os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested]
     found, in_project = locate_project(paths or ["."])
     loose, whole, members = False, True, None
-    if not in_project and not alone:  # a folder given is its own project; files given are loose
-        folders = [os.path.abspath(p) for p in paths if os.path.normpath(p) not in overrides and os.path.isdir(p)]
-        found = min(folders, key=len) if folders else found
-        loose = bool(paths) and not folders
+    if not alone and paths and (not in_project or package_only(found)):
+        # a folder given outside any project is its own project; else the files and packages without
+        # a marker given are loose, in the folder holding them (``project_groups``)
+        folders = [os.path.abspath(p) for p in paths if os.path.normpath(p) not in overrides
+                   and os.path.isdir(p) and not locate_project([p])[1]]
+        if folders:
+            found = min(folders, key=len)
+        else:
+            loose, found = True, os.path.dirname(found) if in_project else found
     root = os.path.normpath(_display_root(found, paths))
     cache = SummaryCache(cache_dir if cache_dir is not None else Path(root) / ".gradmode_cache") \
         if use_cache and not (loose and cache_dir is None) else None
     if loose:
-        members, whole = _loose_project(_distinct(requested), overrides, max_bytes)
-        entries = loose_entries(members, overrides, max_bytes)
+        packages = {r for p in paths for r, inside in [locate_project([p])] if inside}
+        whole_packages = discover(sorted(packages), config.exclude)[0] if packages else []  # a package is one unit
+        members, whole = _loose_project(_distinct(requested + [os.path.normpath(p) for p in whole_packages]),
+                                        os.path.abspath(found), overrides, max_bytes)
+        entries = loose_entries(members, os.path.abspath(found), overrides, max_bytes)
     elif alone:
         base = import_root(os.path.dirname(os.path.abspath(requested[0])) if requested else root)
         entries = [_Entry(p, *module_name_for(p, base), file_key(source_from_text(p, overrides[p]).raw) if p in overrides
@@ -691,4 +720,5 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     if apply_noqa and findings:
         findings = without_suppressed(findings, text_reader(overrides))
     errors.sort(key=lambda e: e.path)
-    return ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole, loose_members=members)
+    return ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole,
+                      loose_members=members, loose_folder=os.path.abspath(found) if loose else None)

@@ -177,6 +177,9 @@ class GradModeChecker:
 
         root, in_project = locate_project([filename])
         marked = in_project and not package_only(root)
+        given = [os.path.abspath(p) for p in cls._named or ["."] if os.path.isdir(p)]
+        if marked and any(root.startswith(os.path.join(f, "")) for f in given):
+            marked = False  # a folder given holds the whole project: analysed with that folder, as the CLI does
         if marked:
             key, paths = root, [root]
         else:  # a loose file or a package with no marker: grouped as the CLI groups the paths given

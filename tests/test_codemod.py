@@ -489,7 +489,23 @@ def test_a_loose_files_imports_stay_when_its_folder_is_too_big_to_look_for_impor
     with chdir(tmp_path):
         run = engine.lint_project(["main.py"], Config(), use_cache=False)
         assert run.whole_project and names_imported_elsewhere(run, Config())
-        monkeypatch.setattr(engine, "LOOSE_SCAN_LIMIT", 1)
-        run = engine.lint_project(["main.py"], Config(), use_cache=False)
-        assert not run.whole_project and names_imported_elsewhere(run, Config()) == {}
-        assert [f.code for f in run.findings] == ["GM101"]
+        for limit, value in (("LOOSE_SCAN_LIMIT", 1), ("LOOSE_SCAN_BYTES", 3)):
+            monkeypatch.undo()
+            monkeypatch.setattr(engine, limit, value)
+            run = engine.lint_project(["main.py"], Config(), use_cache=False)
+            assert not run.whole_project and names_imported_elsewhere(run, Config()) == {}, limit
+            assert [f.code for f in run.findings] == ["GM101"]
+
+
+def test_a_package_without_a_marker_keeps_the_imports_scripts_beside_it_take(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "w.py").write_text("from torch import inference_mode\n"
+                                           "def warmup(model):\n    with inference_mode():\n        return model()\n")
+    (tmp_path / "s.py").write_text("from pkg.w import inference_mode\n")
+    proc = run_module("lints.codemod", "pkg/w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    fixed = (tmp_path / "pkg" / "w.py").read_text()
+    assert fixed.startswith("from torch import inference_mode\n") and run_warmup(fixed) == (True, False)
+    check = subprocess.run([sys.executable, "-c", "import s"], cwd=tmp_path, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr

@@ -235,6 +235,26 @@ def test_flake8_in_parallel_does_not_prefetch_a_lone_files_folder(tmp_path):
       "sub/x.py": WARM_LOOSE.replace("warmup", "run")}, ["main.py", "sub"], [("sub/x.py", "GM101")]),
     ({"main.py": "from sub.x import run\ndef warmup(model):\n    run(model)\n", "sub/__init__.py": "",
       "sub/x.py": WARM_LOOSE.replace("warmup", "run")}, ["."], [("sub/x.py", "GM101")]),
+    # relative imports inside a package a loose script imports are followed
+    ({"main.py": "from pkg import serve\n" + WARM_LOOSE, "pkg/__init__.py": "from .server import serve\n",
+      "pkg/server.py": SERVE_LOOSE}, ["main.py"], []),
+    # a package without a marker is analysed with the scripts beside it that import it
+    ({"pkg/__init__.py": "", "pkg/w.py": WARM_LOOSE, "s.py": "from pkg.w import warmup\n" + SERVE_LOOSE},
+     ["pkg/w.py"], []),
+    # a package folder given beside a loose file does not take the file's run over, in either order
+    ({"main.py": WARM_LOOSE, "other.py": "from main import warmup\n" + SERVE_LOOSE, "pkg/__init__.py": ""},
+     ["main.py", "pkg"], []),
+    ({"main.py": WARM_LOOSE, "other.py": "from main import warmup\n" + SERVE_LOOSE, "pkg/__init__.py": ""},
+     ["pkg", "main.py"], []),
+    # two packages without a marker, given together: each whole, the same findings in either order
+    ({"pkg/__init__.py": "", "pkg/a.py": WARM_LOOSE, "pkg2/__init__.py": "", "pkg2/s.py": SERVE_LOOSE,
+      "pkg2/b.py": "x = 1\n"}, ["pkg/a.py", "pkg2/b.py"], []),
+    ({"pkg/__init__.py": "", "pkg/a.py": WARM_LOOSE, "pkg2/__init__.py": "", "pkg2/s.py": SERVE_LOOSE,
+      "pkg2/b.py": "x = 1\n"}, ["pkg2/b.py", "pkg/a.py"], []),
+    ({"pkg/__init__.py": "", "pkg/a.py": WARM_LOOSE, "pkg2/__init__.py": "", "pkg2/s.py": SERVE_LOOSE,
+      "pkg2/b.py": "x = 1\n"}, ["pkg/a.py"], [("pkg/a.py", "GM101")]),
+    # a folder given that holds a whole project with a marker: analysed with that folder, in flake8 too
+    ({"outer/s.py": SERVE_LOOSE, "outer/inner/pyproject.toml": "", "outer/inner/a.py": WARM_LOOSE}, ["outer"], []),
     # a file of a real project listed after a loose one is analysed with its own project
     ({"lz/warm.py": WARM_LOOSE, "proj/.git/x": "", "proj/warm.py": WARM_LOOSE, "proj/serve.py": SERVE_LOOSE},
      ["lz/warm.py", "proj/warm.py"], [("lz/warm.py", "GM101")]),
