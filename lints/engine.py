@@ -75,10 +75,30 @@ def project_groups(paths: Sequence[str]) -> list[list[str]]:
     """``paths`` split by the project each belongs to (in order of first appearance), each group to be
     linted on its own, the folder that names it first:
     - a path inside a folder given is linted with the outermost such folder (its walk reaches it);
-    - else, in a project with a marker: that project;
+    - else, in a project with a marker: the outermost project with a marker holding it (a
+      pyproject.toml of a package inside a repository does not cut it off from its callers), the
+      path of the outermost root first (``lint_project`` takes its root from the first path);
     - else (a loose file, or a package with no marker above it, which a script beside it imports):
       the folder holding it, with the other paths there.
     """
+    located: dict[str, tuple[str, bool]] = {}  # by folder: thousands of files share a few
+
+    def locate(path: str) -> tuple[str, bool]:
+        folder = os.path.abspath(path) if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+        if folder not in located:
+            located[folder] = locate_project([folder])
+        return located[folder]
+
+    def outermost(root: str) -> str:
+        while True:
+            parent = os.path.dirname(root)
+            if parent == root:
+                return root
+            above, inside = locate(parent)
+            if not inside or package_only(above):
+                return root
+            root = above
+
     absolute = [os.path.abspath(p) for p in paths]
     folders = sorted({a for p, a in zip(paths, absolute) if os.path.isdir(p)}, key=len)
     groups: dict[tuple[str, str], list[str]] = {}
@@ -87,9 +107,9 @@ def project_groups(paths: Sequence[str]) -> list[list[str]]:
         if holding is not None:
             key = ("folder", holding)
         else:
-            root, inside = locate_project([path])
+            root, inside = locate(path)
             if inside and not package_only(root):
-                key = ("project", root)
+                key = ("project", outermost(root))
             elif os.path.isdir(path) and not inside:
                 key = ("folder", full)
             else:
@@ -99,8 +119,10 @@ def project_groups(paths: Sequence[str]) -> list[list[str]]:
     for (kind, folder), members in groups.items():
         if kind == "folder":  # the folder first: lint_project takes its root from the first path
             members.sort(key=lambda p: os.path.abspath(p) != folder)
+        elif kind == "project":
+            members.sort(key=lambda p: len(locate(p)[0]))
         elif kind == "loose":  # loose files first: a package beside them is what they import
-            members.sort(key=lambda p: locate_project([p])[1])
+            members.sort(key=lambda p: locate(p)[1])
         out.append(members)
     return out
 

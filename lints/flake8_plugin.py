@@ -46,6 +46,8 @@ class GradModeChecker:
     _prefetching: ClassVar[dict[str, str]] = {}  # project root -> the lock its background analysis holds
     _named: ClassVar[list[str]] = []  # the paths flake8 was given
     _groups: ClassVar[Optional[list[list[str]]]] = None  # ``_named`` by project, once needed
+    _loose_folders: ClassVar[Optional[list[str]]] = None  # the folders named outside any project, once needed
+    _located: ClassVar[dict[str, tuple[str, bool]]] = {}  # folder -> ``locate_project`` of it
 
     def __init__(self, tree: ast.AST, filename: str, lines: Sequence[str]) -> None:
         self.filename = filename
@@ -96,7 +98,8 @@ class GradModeChecker:
         parallel = jobs is not None and (getattr(jobs, "is_auto", False) or getattr(jobs, "n_jobs", 1) > 1)
         filenames = [f for f in getattr(options, "filenames", None) or [] if f not in ("-", "stdin")]
         cls._named = filenames
-        cls._groups = None
+        cls._groups = cls._loose_folders = None
+        cls._located = {}
         if parallel and filenames and os.cpu_count() and os.cpu_count() > 1:
             cls._start_prefetch(filenames)
 
@@ -175,11 +178,16 @@ class GradModeChecker:
     def _project_findings(cls, filename: str) -> dict[str, list]:
         from .engine import lint_project, locate_project, package_only
 
-        root, in_project = locate_project([filename])
+        folder = os.path.dirname(os.path.abspath(filename))
+        if folder not in cls._located:  # one walk up per folder, not per file (pre-commit passes thousands)
+            cls._located[folder] = locate_project([folder])
+        root, in_project = cls._located[folder]
         marked = in_project and not package_only(root)
-        given = [os.path.abspath(p) for p in cls._named or ["."] if os.path.isdir(p)]
-        if marked and any(root.startswith(os.path.join(f, "")) for f in given):
-            marked = False  # a folder given holds the whole project: analysed with that folder, as the CLI does
+        if cls._loose_folders is None:
+            cls._loose_folders = [os.path.abspath(p) for p in cls._named or ["."]
+                                  if os.path.isdir(p) and not locate_project([p])[1]]
+        if marked and any(root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
+            marked = False  # a folder given outside any project holds this one: analysed with it, as in the CLI
         if marked:
             key, paths = root, [root]
         else:  # a loose file or a package with no marker: grouped as the CLI groups the paths given

@@ -509,3 +509,18 @@ def test_a_package_without_a_marker_keeps_the_imports_scripts_beside_it_take(tmp
     assert fixed.startswith("from torch import inference_mode\n") and run_warmup(fixed) == (True, False)
     check = subprocess.run([sys.executable, "-c", "import s"], cwd=tmp_path, capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
+
+
+def test_libcst_command_leaves_what_the_projects_exclude_names(tmp_path):
+    """libcst hands over every file it finds; `[tool.gradmode] exclude` still keeps build/ out."""
+    warm = "import torch\ndef warmup(model):\n    with torch.inference_mode():\n        return model()\n"
+    (tmp_path / "pyproject.toml").write_text('[tool.gradmode]\nexclude = ["build"]\n')
+    for name in ("src/w.py", "build/w.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(warm)
+    proc = run_module("libcst.tool", "codemod", "-x", "--no-format", "-j1", "codemods.gradmode.FixInferenceMode", ".",
+                      cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "build" / "w.py").read_text() == warm
+    fixed = (tmp_path / "src" / "w.py").read_text()
+    assert "inference_mode" not in fixed and run_warmup(fixed) == (True, False)

@@ -283,3 +283,27 @@ def test_flake8_without_paths_lints_every_file_of_a_loose_folder(tmp_path):
         assert sorted(os.path.basename(h["path"]) for h in heads(flake8.stdout)) == ["a.py", "b.py", "c.py"], flake8
     cli = _without_cache_env("lints", "--format", "concise", ".", cwd=tmp_path)
     assert len(heads(cli.stdout)) == 3, cli
+
+
+@pytest.mark.parametrize("args", [["."], ["warm.py", "svc/warm.py", "serve.py"], ["svc/warm.py", "serve.py", "warm.py"]])
+def test_cli_a_package_with_its_own_pyproject_inside_a_repository_keeps_its_callers(tmp_path, args):
+    """A pyproject.toml that only packages a folder of a repository does not cut that folder off from
+    the repository's code: the same findings from `.` and from pre-commit's file lists, in any order."""
+    for name, text in {".git/x": "", "warm.py": WARM_LOOSE, "serve.py": SERVE_LOOSE, "svc/pyproject.toml": "",
+                       "svc/warm.py": WARM_LOOSE.replace("warmup", "warmup_svc")}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    cli = _without_cache_env("lints", "--format", "concise", *args, cwd=tmp_path)
+    assert cli.returncode == 0 and heads(cli.stdout) == [], cli
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_flake8_a_nested_projects_own_config_stays_its_own(tmp_path, jobs):
+    """svc/ serves under inference mode by its own config; the repository's warm.py still mismatches."""
+    for name, text in {".git/x": "", "pyproject.toml": "[tool.gradmode]\n", "warm.py": WARM_LOOSE,
+                       "svc/pyproject.toml": '[tool.gradmode]\nserving-grad-mode = "inference_mode"\n',
+                       "svc/warm.py": WARM_LOOSE}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    flake8 = _without_cache_env("flake8", "-j", jobs, "--select", "GM", ".", cwd=tmp_path)
+    assert [os.path.normpath(h["path"]) for h in heads(flake8.stdout)] == ["warm.py"], flake8
