@@ -160,30 +160,15 @@ def _loose_project(paths: list[str], folder: str, overrides: dict[str, str], max
         out.append(os.path.relpath(candidate) if relative else candidate)
         return True
 
-    complete = True
     names = {module_name_for(p, folder)[0].split(".")[0] for p in paths}
-    importing = re.compile(r"^[ \t]*(?:from[ \t]+(?:%s)\b|import[ \t][^\n]*\b(?:%s)\b)" % (
-        "|".join(map(re.escape, names)), "|".join(map(re.escape, names))), re.MULTILINE) if names else None
-    try:
-        scanned = sorted(e.path for e in os.scandir(folder) if e.name.endswith(".py"))
-    except OSError:
-        scanned = []
-    budget = LOOSE_SCAN_BYTES
-    if len(scanned) > LOOSE_SCAN_LIMIT or importing is None:
-        scanned, complete = [], not scanned
-    for candidate in scanned:
-        if os.path.abspath(candidate) in seen:
-            continue
-        source = read_source(candidate, max_bytes)
-        if isinstance(source, FileError):
-            complete = complete and not os.path.isfile(candidate)  # a script we cannot read may import them
-            continue
-        budget -= len(source.raw)
-        if budget < 0:
-            complete = False
-            break
-        if importing.search(source.text) and names & {n.split(".", 1)[0] for n in _imported_names(source, folder)}:
-            complete &= add(candidate)
+    importers, complete = _scripts_importing(folder, names, seen, max_bytes)
+    for candidate in importers:
+        complete &= add(candidate)
+    # a script one folder up may import these as modules of a namespace package (`tools.w`)
+    parent, name = os.path.dirname(folder), os.path.basename(folder)
+    if complete and parent != folder and not os.path.isfile(os.path.join(folder, "__init__.py")):
+        above, known = _scripts_importing(parent, {name}, set(), max_bytes)
+        complete = known and not above
     index = 0
     while index < len(out):
         path = out[index]
@@ -199,6 +184,36 @@ def _loose_project(paths: list[str], folder: str, overrides: dict[str, str], max
                     if not add(candidate):
                         return out, False
     return out, complete
+
+
+def _scripts_importing(folder: str, names: set[str], skip: set[str], max_bytes: int) -> tuple[list[str], bool]:
+    """The ``.py`` files of ``folder`` (not below it) that import a module named in ``names`` from
+    there (an import line must name one before the file is parsed), and whether all were looked at
+    (at most ``LOOSE_SCAN_LIMIT`` files and ``LOOSE_SCAN_BYTES``; one that cannot be read may be one)."""
+    try:
+        scanned = sorted(e.path for e in os.scandir(folder) if e.name.endswith(".py"))
+    except OSError:
+        return [], False
+    if not names or len(scanned) > LOOSE_SCAN_LIMIT:
+        return [], not scanned
+    importing = re.compile(r"^[ \t]*(?:from[ \t]+(?:%s)\b|import[ \t][^\n]*\b(?:%s)\b)" % (
+        "|".join(map(re.escape, names)), "|".join(map(re.escape, names))), re.MULTILINE)
+    found: list[str] = []
+    budget = LOOSE_SCAN_BYTES
+    for candidate in scanned:
+        if os.path.abspath(candidate) in skip:
+            continue
+        source = read_source(candidate, max_bytes)
+        if isinstance(source, FileError):
+            if os.path.isfile(candidate):
+                return found, False
+            continue
+        budget -= len(source.raw)
+        if budget < 0:
+            return found, False
+        if importing.search(source.text) and names & {n.split(".", 1)[0] for n in _imported_names(source, folder)}:
+            found.append(candidate)
+    return found, True
 
 
 def loose_entries(members: list[str], folder: str, overrides: dict[str, str], max_bytes: int) -> list[_Entry]:

@@ -524,3 +524,17 @@ def test_libcst_command_leaves_what_the_projects_exclude_names(tmp_path):
     assert (tmp_path / "build" / "w.py").read_text() == warm
     fixed = (tmp_path / "src" / "w.py").read_text()
     assert "inference_mode" not in fixed and run_warmup(fixed) == (True, False)
+
+
+def test_a_loose_files_imports_stay_when_a_script_one_folder_up_may_import_it(tmp_path):
+    """tools/ has no __init__.py: run.py beside it imports tools.w as a module of a namespace package."""
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "w.py").write_text("from torch import inference_mode\n"
+                                             "def warmup(model):\n    with inference_mode():\n        return model()\n")
+    (tmp_path / "run.py").write_text("from tools.w import inference_mode, warmup\n")
+    proc = run_module("lints.codemod", "tools/w.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    fixed = (tmp_path / "tools" / "w.py").read_text()
+    assert fixed.startswith("from torch import inference_mode\n") and run_warmup(fixed) == (True, False)
+    check = subprocess.run([sys.executable, "run.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stderr
