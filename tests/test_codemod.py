@@ -497,17 +497,26 @@ def test_a_loose_files_imports_stay_when_its_folder_is_too_big_to_look_for_impor
             assert [f.code for f in run.findings] == ["GM101"]
 
 
-def test_a_package_without_a_marker_keeps_the_imports_scripts_beside_it_take(tmp_path):
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "__init__.py").write_text("")
-    (tmp_path / "pkg" / "w.py").write_text("from torch import inference_mode\n"
-                                           "def warmup(model):\n    with inference_mode():\n        return model()\n")
-    (tmp_path / "s.py").write_text("from pkg.w import inference_mode\n")
-    proc = run_module("lints.codemod", "pkg/w.py", cwd=tmp_path)
+@pytest.mark.parametrize("package, importer, command", [
+    # a package with no marker, and the script beside it that takes inference_mode from it
+    ("pkg/__init__.py", "s.py:from pkg.w import inference_mode\n", "import s"),
+    # no __init__.py: a script one folder up imports tools.w as a module of a namespace package
+    ("", "run.py:from tools.w import inference_mode, warmup\n", "import run"),
+])
+def test_a_loose_files_imports_stay_where_a_script_beside_or_above_imports_it(tmp_path, package, importer, command):
+    folder = "pkg" if package else "tools"
+    (tmp_path / folder).mkdir()
+    if package:
+        (tmp_path / package).write_text("")
+    (tmp_path / folder / "w.py").write_text("from torch import inference_mode\n"
+                                            "def warmup(model):\n    with inference_mode():\n        return model()\n")
+    name, text = importer.split(":", 1)
+    (tmp_path / name).write_text(text)
+    proc = run_module("lints.codemod", f"{folder}/w.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    fixed = (tmp_path / "pkg" / "w.py").read_text()
+    fixed = (tmp_path / folder / "w.py").read_text()
     assert fixed.startswith("from torch import inference_mode\n") and run_warmup(fixed) == (True, False)
-    check = subprocess.run([sys.executable, "-c", "import s"], cwd=tmp_path, capture_output=True, text=True)
+    check = subprocess.run([sys.executable, "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stderr
 
 
@@ -524,17 +533,3 @@ def test_libcst_command_leaves_what_the_projects_exclude_names(tmp_path):
     assert (tmp_path / "build" / "w.py").read_text() == warm
     fixed = (tmp_path / "src" / "w.py").read_text()
     assert "inference_mode" not in fixed and run_warmup(fixed) == (True, False)
-
-
-def test_a_loose_files_imports_stay_when_a_script_one_folder_up_may_import_it(tmp_path):
-    """tools/ has no __init__.py: run.py beside it imports tools.w as a module of a namespace package."""
-    (tmp_path / "tools").mkdir()
-    (tmp_path / "tools" / "w.py").write_text("from torch import inference_mode\n"
-                                             "def warmup(model):\n    with inference_mode():\n        return model()\n")
-    (tmp_path / "run.py").write_text("from tools.w import inference_mode, warmup\n")
-    proc = run_module("lints.codemod", "tools/w.py", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    fixed = (tmp_path / "tools" / "w.py").read_text()
-    assert fixed.startswith("from torch import inference_mode\n") and run_warmup(fixed) == (True, False)
-    check = subprocess.run([sys.executable, "run.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert check.returncode == 0, check.stderr
