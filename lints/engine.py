@@ -99,28 +99,26 @@ def project_groups(paths: Sequence[str]) -> list[list[str]]:
                 return root
             root = above
 
+    def own_key(path: str) -> tuple[str, str]:
+        root, inside = locate(path)
+        if inside and not package_only(root):
+            return "project", outermost(root)
+        if os.path.isdir(path) and not inside:
+            return "folder", os.path.abspath(path)
+        return "loose", os.path.dirname(root) if inside else root
+
     absolute = [os.path.abspath(p) for p in paths]
     folders = sorted({a for p, a in zip(paths, absolute) if os.path.isdir(p)}, key=len)
     groups: dict[tuple[str, str], list[str]] = {}
     for path, full in zip(paths, absolute):
-        holding = next((f for f in folders if full.startswith(os.path.join(f, ""))), None)
-        if holding is not None:
-            key = ("folder", holding)
-        else:
-            root, inside = locate(path)
-            if inside and not package_only(root):
-                key = ("project", outermost(root))
-            elif os.path.isdir(path) and not inside:
-                key = ("folder", full)
-            else:
-                key = ("loose", os.path.dirname(root) if inside else root)
-        groups.setdefault(key, []).append(path)
+        holding = next((f for f in folders if full == f or full.startswith(os.path.join(f, ""))), None)
+        groups.setdefault(own_key(holding if holding is not None else path), []).append(path)
     out = []
     for (kind, folder), members in groups.items():
         if kind == "folder":  # the folder first: lint_project takes its root from the first path
             members.sort(key=lambda p: os.path.abspath(p) != folder)
-        elif kind == "project":
-            members.sort(key=lambda p: len(locate(p)[0]))
+        elif kind == "project":  # the path of the outermost root (and a folder given) first
+            members.sort(key=lambda p: (len(locate(p)[0]), not os.path.isdir(p)))
         elif kind == "loose":  # loose files first: a package beside them is what they import
             members.sort(key=lambda p: locate(p)[1])
         out.append(members)
@@ -685,7 +683,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
 
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
     requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude)
-    requested = [os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested]
+    requested = _distinct([os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested])
     found, in_project = locate_project(paths or ["."])
     loose, whole, members = False, True, None
     if not alone and paths and (not in_project or package_only(found)):

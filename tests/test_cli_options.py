@@ -180,3 +180,11 @@ def test_a_file_of_a_project_or_a_folder_given_is_linted_with_its_neighbours(tmp
     assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
     assert "serve()" in proc.stderr
     assert (folder / ".gradmode_cache").is_dir()
+
+
+def test_a_file_given_beside_the_folder_holding_it_counts_once(tmp_path):
+    root = _project(tmp_path)
+    proc = run_script("gradmode-lint", ".", "eng/warm.py", "./eng/warm.py", "--format", "concise", cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    assert "2 finding(s) in 3 file(s)" in proc.stderr, proc.stderr
+    assert [line.split(":")[0] for line in proc.stdout.splitlines()] == ["eng/other.py", "eng/warm.py"], proc.stdout
