@@ -15,7 +15,6 @@ import re
 import stat
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
 
@@ -25,7 +24,7 @@ from .files import (MAX_FILE_BYTES, SourceFile, collector_paused, discover, in_f
                     source_from_text, text_reader)
 from .model import FileError, Finding, Fix
 from .noqa import without_suppressed
-from .summary import SCHEMA, import_root, module_name_for, summarize
+from .summary import SCHEMA, import_root, module_name_for, parse_quietly, relative_import_base, summarize
 
 
 def _tool_fingerprint() -> str:
@@ -224,20 +223,17 @@ def _imported_names(source: SourceFile, folder: str) -> list[str]:
     """Every module name a file imports, absolute (``from a.b import c``: ``a.b`` and ``a.b.c``;
     relative ones resolved inside its package, its module name counted from ``folder``)."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the user's own invalid escapes are not our business
-            tree = ast.parse(source.text)
+        tree = parse_quietly(source.text, source.path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []  # summarising it reports why
     module, is_package = module_name_for(source.path, folder)
-    package = module.split(".") if is_package else module.split(".")[:-1]
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[:len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
+                base = relative_import_base(module, is_package, node.level)
                 if not base:
                     continue  # a script's relative import fails when it runs: nothing to follow
                 head = ".".join([*base, *([node.module] if node.module else [])])

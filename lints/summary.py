@@ -117,13 +117,8 @@ class _Summarizer:
 
     # imports -------------------------------------------------------------------
     def _absolute(self, node: ast.ImportFrom) -> str:
-        if not node.level:
-            return node.module or ""
-        parts = self.module.split(".")
-        base = parts if self.is_package else parts[:-1]
-        if node.level > 1:
-            base = base[: len(base) - (node.level - 1)]
-        return ".".join([*base, *( [node.module] if node.module else [])])
+        base = relative_import_base(self.module, self.is_package, node.level)
+        return ".".join([*base, *([node.module] if node.module else [])])
 
     def _import(self, node: ast.AST, scope: _Scope) -> None:
         table = scope.data["imports"]
@@ -498,7 +493,7 @@ def summarize(text: str, path: str, module: str, is_package: bool = False) -> di
             return _summarize(_chunked_statements(text, path), text, path, module, is_package)
         except _ChunkMisfit:
             pass  # a split fell inside a string or brackets: parse the file whole
-    return _summarize(_parse(text, path).body, text, path, module, is_package)
+    return _summarize(parse_quietly(text, path).body, text, path, module, is_package)
 
 
 def _summarize(statements: Iterable[ast.stmt], text: str, path: str, module: str, is_package: bool) -> dict:
@@ -510,7 +505,18 @@ def _summarize(statements: Iterable[ast.stmt], text: str, path: str, module: str
             "functions": worker.functions, "classes": worker.classes, "star": worker.star_imports}
 
 
-def _parse(text: str, path: str) -> ast.Module:
+def relative_import_base(module: str, is_package: bool, level: int) -> list[str]:
+    """The package ``from <level dots>... import`` starts from inside ``module``, as parts ([] for an
+    absolute import, or for one reaching above the top package: Python refuses it)."""
+    if not level:
+        return []
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]
+    return base[:len(base) - (level - 1)] if level - 1 <= len(base) else []
+
+
+def parse_quietly(text: str, path: str) -> ast.Module:
+    """``ast.parse``, without the warnings the user's own code raises (invalid escapes)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the user's own invalid escapes are not our business
         return ast.parse(text, filename=path)
@@ -543,7 +549,7 @@ def _chunked_statements(text: str, path: str) -> Iterator[ast.stmt]:
     line = 0
     for begin, end in zip(starts, starts[1:]):
         try:
-            tree = _parse("\n" * line + text[begin:end], path)
+            tree = parse_quietly("\n" * line + text[begin:end], path)
         except (SyntaxError, RecursionError) as exc:  # the whole parse has a few frames more to spare
             raise _ChunkMisfit() from exc
         line += text.count("\n", begin, end)

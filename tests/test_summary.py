@@ -16,13 +16,13 @@ ENGINE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 
 def _whole(text: str) -> dict:
-    return summary._summarize(summary._parse(text, "m.py").body, text, "m.py", "m", False)
+    return summary._summarize(summary.parse_quietly(text, "m.py").body, text, "m.py", "m", False)
 
 
 def _parsed_in_chunks(monkeypatch, text: str) -> tuple[dict, int, int]:
     """The summary, the number of chunks parsed and the number of misfits (whole-file fallbacks)."""
     chunks, misfits = [0], [0]
-    real_parse, real_summarize = summary._parse, summary._summarize
+    real_parse, real_summarize = summary.parse_quietly, summary._summarize
 
     def counting_parse(source: str, path: str) -> ast.Module:
         chunks[0] += 1
@@ -36,7 +36,7 @@ def _parsed_in_chunks(monkeypatch, text: str) -> tuple[dict, int, int]:
             raise
 
     monkeypatch.setattr(summary, "CHUNK_CHARS", 64)
-    monkeypatch.setattr(summary, "_parse", counting_parse)
+    monkeypatch.setattr(summary, "parse_quietly", counting_parse)
     monkeypatch.setattr(summary, "_summarize", counting_summarize)
     return summary.summarize(text, "m.py", "m"), chunks[0], misfits[0]
 
@@ -116,7 +116,7 @@ def test_every_module_of_this_repository_in_chunks_equals_the_whole_parse(monkey
 
 def test_a_chunk_too_deep_to_parse_falls_back_to_the_whole_parse(monkeypatch):
     text = "".join(f"def f{i}():\n    return {i}\n" for i in range(40))
-    real_parse = summary._parse
+    real_parse = summary.parse_quietly
     calls = []
 
     def shallow_parse(source: str, path: str) -> ast.Module:
@@ -126,7 +126,7 @@ def test_a_chunk_too_deep_to_parse_falls_back_to_the_whole_parse(monkeypatch):
         return real_parse(source, path)
 
     monkeypatch.setattr(summary, "CHUNK_CHARS", 64)
-    monkeypatch.setattr(summary, "_parse", shallow_parse)
+    monkeypatch.setattr(summary, "parse_quietly", shallow_parse)
     assert summary.summarize(text, "m.py", "m") == _whole(text)
     assert calls[-1] == len(text)  # then the whole file
 
