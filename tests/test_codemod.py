@@ -533,3 +533,21 @@ def test_libcst_command_leaves_what_the_projects_exclude_names(tmp_path):
     assert (tmp_path / "build" / "w.py").read_text() == warm
     fixed = (tmp_path / "src" / "w.py").read_text()
     assert "inference_mode" not in fixed and run_warmup(fixed) == (True, False)
+
+
+def test_a_loose_files_folder_with_hostile_entries_is_scanned_safely(tmp_path):
+    """A FIFO, a folder and a binary file named *.py, and a script that does not parse, beside a loose file:
+    no hang, no traceback, the finding is fixed, and the import stays (the binary file may be an importer)."""
+    (tmp_path / "main.py").write_text("from torch import inference_mode\n"
+                                      "def warmup(model):\n    with inference_mode():\n        return model()\n")
+    os.mkfifo(tmp_path / "fifo.py")
+    (tmp_path / "dir.py").mkdir()
+    (tmp_path / "bin.py").write_bytes(b"import main\x00\n")
+    (tmp_path / "broken.py").write_text("import main\ndef (:\n")
+    lint = run_module("lints", "--format", "concise", "main.py", cwd=tmp_path)
+    assert lint.returncode == 1 and lint.stdout.startswith("main.py:3:10: GM101"), lint
+    assert "Traceback" not in lint.stderr
+    fix = run_module("lints.codemod", "main.py", cwd=tmp_path)
+    assert fix.returncode == 0 and "Traceback" not in fix.stderr, fix.stderr
+    fixed = (tmp_path / "main.py").read_text()
+    assert fixed.startswith("from torch import inference_mode\n") and run_warmup(fixed) == (True, False)
