@@ -18,7 +18,7 @@ from libcst.metadata import BatchableMetadataProvider
 
 from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere
 from lints.options import Config, default_cache_dir, load_config, split_codes
-from lints.engine import finding_from_dict, lint_project, locate_project, package_only, project_groups
+from lints.engine import ProjectLocator, finding_from_dict, lint_project, project_groups
 from lints.fixer import STYLES, apply_fixes, plans_for
 
 _NOTHING = ((), None)
@@ -35,9 +35,8 @@ def _project_findings(root: Path, paths: List[str], config: Config) -> dict[str,
     for group in project_groups([os.path.join(root, p) for p in paths]):
         # libcst hands over every file it found: a project with a marker is walked instead, so that
         # its `exclude` keeps out what it names (files named are linted whatever it says)
-        project, inside = locate_project(group[:1])
-        marked = inside and not package_only(project)
-        run = lint_project([project] if marked else group, config, cache_dir=default_cache_dir())
+        project = ProjectLocator().marked_root(group[0])
+        run = lint_project([project] if project is not None else group, config, cache_dir=default_cache_dir())
         if any(f.fixes for f in run.findings):
             imported.update(names_imported_elsewhere(run, config))
         for finding in run.findings:

@@ -15,8 +15,8 @@ from . import __version__
 from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir, find_pyproject,
                       load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
-from .files import (MAX_FILE_BYTES, decode_source, default_jobs, read_source, source_from_text, text_reader,
-                    write_file, write_new_file)
+from .files import (MAX_FILE_BYTES, decode_source, default_jobs, discover, excluded_below, files_named,
+                    read_source, source_from_text, text_reader, write_file, write_new_file)
 from .model import FileError
 from .noqa import add_noqa
 from .progress import Progress
@@ -63,17 +63,46 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]) -> list[tuple[
     """The paths grouped by project (``engine.project_groups``: each is analysed on its own), then by
     the nearest pyproject.toml with [tool.gradmode] above each (ruff's hierarchical config: every
     file gets its own project's settings, whatever the cwd; with ``--config``, that one for all),
-    each group with its config and the command line over it."""
-    from .engine import project_groups
+    each group with its config and the command line over it. A folder given that holds a project
+    with a config of its own is linted as its files, each under its own config."""
+    from .engine import ProjectLocator, project_groups
 
-    if len(paths) <= 1:
-        return [(config_from_args(args, paths[:1]), paths)]
+    if not paths:
+        return [(config_from_args(args, []), [])]
+    locator = ProjectLocator()
+    nearest: dict[str, Optional[Path]] = {}
+
+    def config_of(path: str) -> Optional[Path]:
+        folder = str(_start_of(path))
+        if folder not in nearest:
+            nearest[folder] = find_pyproject(Path(folder))
+        return nearest[folder]
+
+    def by_config(path: str) -> list[tuple[Optional[Path], list[str]]]:
+        if args.config is not None:
+            return [(None, [path])]
+        top = config_of(path)
+        if not os.path.isdir(path) or locator.marked_root(path) is None:
+            return [(top, [path])]
+        exclude = config_from_args(args, [path]).exclude
+        if all(config_of(f) == top for f in files_named(path, "pyproject.toml", exclude)):
+            return [(top, [path])]
+        files, errors = discover([path], exclude)
+        members: dict[Optional[Path], list[str]] = {}
+        for file in files + [e.path for e in errors]:
+            members.setdefault(config_of(file), []).append(file)
+        # what an inner project's own `exclude` names stays out, as a walk from it would leave it
+        return [(config_file, [m for m in found if config_file == top or not excluded_below(
+                    m, str(config_file.parent), load_config(config_file)[0].exclude)])
+                for config_file, found in members.items()]
+
     out = []
-    for project in project_groups(paths):
+    for project in project_groups(paths, locator) if len(paths) > 1 else [paths]:
         groups: dict[Optional[Path], list[str]] = {}
         for path in project:
-            groups.setdefault(None if args.config else find_pyproject(_start_of(path)), []).append(path)
-        out.extend((config_from_args(args, members[:1]), members) for members in groups.values())
+            for config_file, members in by_config(path):
+                groups.setdefault(config_file, []).extend(members)
+        out.extend((config_from_args(args, members[:1]), members) for members in groups.values() if members)
     return out
 
 

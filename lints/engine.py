@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
 
 from . import __version__
-from .options import Config
+from .options import Config, ConfigError, declares_config
 from .files import (MAX_FILE_BYTES, SourceFile, collector_paused, discover, in_forked_child, read_source, run_jobs,
                     source_from_text, text_reader)
 from .model import FileError, Finding, Fix
@@ -70,38 +70,67 @@ def locate_project(paths: Sequence[str]) -> tuple[str, bool]:
     return (package, True) if package is not None else (start, False)
 
 
-def project_groups(paths: Sequence[str]) -> list[list[str]]:
-    """``paths`` split by the project each belongs to (in order of first appearance), each group to be
-    linted on its own, the folder that names it first:
-    - a path inside a folder given is linted with the outermost such folder (its walk reaches it);
-    - else, in a project with a marker: the outermost project with a marker holding it (a
-      pyproject.toml of a package inside a repository does not cut it off from its callers), the
-      path of the outermost root first (``lint_project`` takes its root from the first path);
-    - else (a loose file, or a package with no marker above it, which a script beside it imports):
-      the folder holding it, with the other paths there.
-    """
-    located: dict[str, tuple[str, bool]] = {}  # by folder: thousands of files share a few
+class ProjectLocator:
+    """Where paths belong, with ``locate_project`` run once per folder (pre-commit passes thousands of
+    files that share a few folders)."""
 
-    def locate(path: str) -> tuple[str, bool]:
+    def __init__(self) -> None:
+        self._by_folder: dict[str, tuple[str, bool]] = {}
+        self._configured: dict[str, bool] = {}
+
+    def locate(self, path: str) -> tuple[str, bool]:
         folder = os.path.abspath(path) if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-        if folder not in located:
-            located[folder] = locate_project([folder])
-        return located[folder]
+        if folder not in self._by_folder:
+            self._by_folder[folder] = locate_project([folder])
+        return self._by_folder[folder]
 
-    def outermost(root: str) -> str:
-        while True:
+    def outermost(self, root: str) -> str:
+        """The outermost project with a marker holding the one at ``root``, up to the first that has
+        [tool.gradmode] of its own: a pyproject.toml that only packages a folder of a repository does
+        not cut it off from its callers, while a project with its own settings (a tree downloaded
+        into a repository, a service of a monorepo) is analysed on its own."""
+        while not self._configured_at(root):
             parent = os.path.dirname(root)
             if parent == root:
                 return root
-            above, inside = locate(parent)
+            above, inside = self.locate(parent)
             if not inside or package_only(above):
                 return root
             root = above
+        return root
+
+    def _configured_at(self, root: str) -> bool:
+        if root not in self._configured:
+            try:
+                self._configured[root] = declares_config(Path(root))
+            except ConfigError:  # unreadable: its own project, whose config error is reported
+                self._configured[root] = True
+        return self._configured[root]
+
+    def marked_root(self, path: str) -> Optional[str]:
+        """The root a path in a project with a marker is analysed from (``outermost``); None for a
+        path outside any such project."""
+        root, inside = self.locate(path)
+        return self.outermost(root) if inside and not package_only(root) else None
+
+
+def project_groups(paths: Sequence[str], locator: Optional[ProjectLocator] = None) -> list[list[str]]:
+    """``paths`` split by the project each belongs to (in order of first appearance), each group to be
+    linted on its own, the folder that names it first:
+    - a path inside a folder given is linted with the outermost such folder (its walk reaches it);
+    - else, in a project with a marker: the outermost project with a marker holding it
+      (``ProjectLocator.outermost``, which ``lint_project`` analyses from);
+    - else (a loose file, or a package with no marker above it, which a script beside it imports):
+      the folder holding it, with the other paths there.
+    """
+    locator = locator or ProjectLocator()
+    locate = locator.locate
 
     def own_key(path: str) -> tuple[str, str]:
+        marked = locator.marked_root(path)
+        if marked is not None:
+            return "project", marked
         root, inside = locate(path)
-        if inside and not package_only(root):
-            return "project", outermost(root)
         if os.path.isdir(path) and not inside:
             return "folder", os.path.abspath(path)
         return "loose", os.path.dirname(root) if inside else root
@@ -116,8 +145,6 @@ def project_groups(paths: Sequence[str]) -> list[list[str]]:
     for (kind, folder), members in groups.items():
         if kind == "folder":  # the folder first: lint_project takes its root from the first path
             members.sort(key=lambda p: os.path.abspath(p) != folder)
-        elif kind == "project":  # the path of the outermost root (and a folder given) first
-            members.sort(key=lambda p: (len(locate(p)[0]), not os.path.isdir(p)))
         elif kind == "loose":  # loose files first: a package beside them is what they import
             members.sort(key=lambda p: locate(p)[1])
         out.append(members)
@@ -680,22 +707,25 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
     requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude)
     requested = _distinct([os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested])
-    found, in_project = locate_project(paths or ["."])
+    locator = ProjectLocator()
+    found, in_project = locator.locate(paths[0] if paths else ".")
     loose, whole, members = False, True, None
     if not alone and paths and (not in_project or package_only(found)):
         # a folder given outside any project is its own project; else the files and packages without
         # a marker given are loose, in the folder holding them (``project_groups``)
         folders = [os.path.abspath(p) for p in paths if os.path.normpath(p) not in overrides
-                   and os.path.isdir(p) and not locate_project([p])[1]]
+                   and os.path.isdir(p) and not locator.locate(p)[1]]
         if folders:
             found = min(folders, key=len)
         else:
             loose, found = True, os.path.dirname(found) if in_project else found
+    elif in_project and not package_only(found):
+        found = locator.outermost(found)
     root = os.path.normpath(_display_root(found, paths))
     cache = SummaryCache(cache_dir if cache_dir is not None else Path(root) / ".gradmode_cache") \
         if use_cache and not (loose and cache_dir is None) else None
     if loose:
-        packages = {r for p in paths for r, inside in [locate_project([p])] if inside}
+        packages = {r for p in paths for r, inside in [locator.locate(p)] if inside}
         whole_packages = discover(sorted(packages), config.exclude)[0] if packages else []  # a package is one unit
         members, whole = _loose_project(_distinct(requested + [os.path.normpath(p) for p in whole_packages]),
                                         os.path.abspath(found), overrides, max_bytes)

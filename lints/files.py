@@ -137,9 +137,8 @@ def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], l
 
     for given in paths:
         if os.path.isdir(given):
-            for root, dirs, names in os.walk(given, followlinks=False):
-                dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(root, d), exclude))
-                for name in sorted(names):
+            for root, names in _walk(given, exclude):
+                for name in names:
                     full = os.path.join(root, name)
                     if name.endswith(".py") and not _excluded(name, full, exclude):
                         if is_regular_file(full) is False:  # a FIFO would block the run; a broken link
@@ -151,6 +150,19 @@ def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], l
         else:
             errors.append(FileError(given, "no such file or directory"))
     return sorted(dict.fromkeys(files)), errors
+
+
+def files_named(folder: str, name: str, exclude: Iterable[str]) -> list[str]:
+    """The files called ``name`` under ``folder`` that a walk from it reaches (``discover``'s rules)."""
+    exclude = tuple(exclude)
+    return [os.path.join(root, name) for root, names in _walk(folder, exclude) if name in names]
+
+
+def _walk(folder: str, exclude: tuple[str, ...]) -> Iterator[tuple[str, list[str]]]:
+    """(folder, sorted file names) under ``folder``, not into symlinked or excluded folders."""
+    for root, dirs, names in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(root, d), exclude))
+        yield root, sorted(names)
 
 
 _pauses = 0  # collector_paused blocks running now, in any thread

@@ -47,7 +47,8 @@ class GradModeChecker:
     _named: ClassVar[list[str]] = []  # the paths flake8 was given
     _groups: ClassVar[Optional[list[list[str]]]] = None  # ``_named`` by project, once needed
     _loose_folders: ClassVar[Optional[list[str]]] = None  # the folders named outside any project, once needed
-    _located: ClassVar[dict[str, tuple[str, bool]]] = {}  # folder -> ``locate_project`` of it
+    _locator: ClassVar[Any] = None  # an ``engine.ProjectLocator`` for the run
+    _config_files: ClassVar[dict[str, str]] = {}  # project root -> its [tool.gradmode] file ("" for none)
 
     def __init__(self, tree: ast.AST, filename: str, lines: Sequence[str]) -> None:
         self.filename = filename
@@ -99,7 +100,8 @@ class GradModeChecker:
         filenames = [f for f in getattr(options, "filenames", None) or [] if f not in ("-", "stdin")]
         cls._named = filenames
         cls._groups = cls._loose_folders = None
-        cls._located = {}
+        cls._locator = None
+        cls._config_files = {}
         if parallel and filenames and os.cpu_count() and os.cpu_count() > 1:
             cls._start_prefetch(filenames)
 
@@ -111,23 +113,27 @@ class GradModeChecker:
         except ImportError:  # not POSIX (Windows): each worker analyses on its own, as before
             return
         import dataclasses
+        import hashlib
         import json
         import subprocess
         import sys
         from pathlib import Path
 
-        from .engine import locate_project, package_only
-
         # projects with a marker, and folders given outside any: what `_project_findings` analyses
         # whole (files outside those are grouped as the CLI groups them, and are few)
-        roots = {root for f in filenames for root, in_project in [locate_project([f])]
-                 if (in_project and not package_only(root)) or (not in_project and os.path.isdir(f))}
-        for root in sorted(roots):
+        analyses = {}
+        for name in filenames:
+            key, root, config_start, marked = cls._analysis_of(name)
+            if marked or (not cls._located(name)[1] and os.path.isdir(name)):
+                analyses.setdefault(key, (root, config_start))
+        for key, (root, config_start) in sorted(analyses.items()):
             try:
-                config = cls.config_for(root)
+                config = cls.config_for(config_start)
                 folder = default_cache_dir() or Path(root) / ".gradmode_cache"
                 folder.mkdir(parents=True, exist_ok=True)
-                lock = str(folder / "flake8-prefetch.lock")
+                # one lock per analysis (a root analysed under two configs has two), the same in every run
+                digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+                lock = str(folder / f"flake8-prefetch-{digest}.lock")
                 fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
             except (ConfigError, OSError):
                 continue  # the worker reports it, or analyses on its own
@@ -136,7 +142,7 @@ class GradModeChecker:
                 subprocess.Popen([sys.executable, "-m", "lints.flake8_plugin", root,
                                   json.dumps(dataclasses.asdict(config))], pass_fds=(fd,),
                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                cls._prefetching[root] = lock  # the child holds the lock until it exits
+                cls._prefetching[key] = lock  # the child holds the lock until it exits
             except OSError:
                 pass
             finally:
@@ -175,37 +181,65 @@ class GradModeChecker:
                               extend_select=config.extend_select + tuple(opt_in))
 
     @classmethod
-    def _project_findings(cls, filename: str) -> dict[str, list]:
-        from .engine import lint_project, locate_project, package_only
+    def _located(cls, path: str) -> tuple[str, bool]:
+        from .engine import ProjectLocator
 
-        folder = os.path.dirname(os.path.abspath(filename))
-        if folder not in cls._located:  # one walk up per folder, not per file (pre-commit passes thousands)
-            cls._located[folder] = locate_project([folder])
-        root, in_project = cls._located[folder]
+        if cls._locator is None:
+            cls._locator = ProjectLocator()
+        return cls._locator.locate(path)
+
+    @classmethod
+    def _config_file(cls, start: str) -> str:
+        """The [tool.gradmode] file the config of the project at ``start`` comes from ("" for none)."""
+        from pathlib import Path
+
+        from .options import find_pyproject
+
+        if start not in cls._config_files:
+            try:
+                found = cls.explicit_config or find_pyproject(Path(start))
+            except ConfigError:
+                found = start  # `config_for` reports it: a key of its own
+            cls._config_files[start] = str(found or "")
+        return cls._config_files[start]
+
+    @classmethod
+    def _analysis_of(cls, filename: str) -> tuple[str, str, str, bool]:
+        """(key, root, config start, marked) of the analysis that reports on ``filename``: files of one
+        key are analysed together. A file of a project with a marker is analysed from the outermost
+        such project (``ProjectLocator.outermost``) under the config found from its own project, as
+        the CLI does with pre-commit's file lists; other files are grouped as the CLI groups them."""
+        from .engine import package_only
+
+        root, in_project = cls._located(filename)
         marked = in_project and not package_only(root)
         if cls._loose_folders is None:
             cls._loose_folders = [os.path.abspath(p) for p in cls._named or ["."]
-                                  if os.path.isdir(p) and not locate_project([p])[1]]
+                                  if os.path.isdir(p) and not cls._located(p)[1]]
         if marked and any(root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
             marked = False  # a folder given outside any project holds this one: analysed with it, as in the CLI
         if marked:
-            key, paths = root, [root]
-        else:  # a loose file or a package with no marker: grouped as the CLI groups the paths given
-            paths = cls._group_of(filename)
-            key = "\0".join(sorted(os.path.abspath(p) for p in paths))
+            walk_root = cls._locator.outermost(root)
+            return f"{walk_root}\0{cls._config_file(root)}", walk_root, root, True
+        paths = cls._group_of(filename)
+        return "\0".join(sorted(os.path.abspath(p) for p in paths)), root, root, False
+
+    @classmethod
+    def _project_findings(cls, filename: str) -> dict[str, list]:
+        from .engine import lint_project
+
+        key, root, config_start, marked = cls._analysis_of(filename)
         found = cls._by_root.get(key)
         if found is None:
             try:
-                config = cls.config_for(root)
+                config = cls.config_for(config_start)
             except ConfigError as exc:  # every file of the project says so, not only the first
-                cls._by_root[key] = found = _ConfigTrouble(FileError(root, f"config error: {exc}"))
+                cls._by_root[key] = found = _ConfigTrouble(FileError(config_start, f"config error: {exc}"))
                 return found
             if key in cls._prefetching:
                 cls._wait_for_prefetch(cls._prefetching[key])  # then the result is in the cache
-            if marked:
-                paths.extend(cls._beyond_the_walk(root, config))
-            run = lint_project(paths, config, jobs=1,
-                               cache_dir=default_cache_dir(), apply_noqa=False)
+            paths = [root, *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
+            run = lint_project(paths, config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False)
             found = {}
             for finding in run.findings:
                 found.setdefault(os.path.abspath(finding.path), []).append(finding)
@@ -234,11 +268,10 @@ class GradModeChecker:
     def _beyond_the_walk(cls, root: str, config: Config) -> list[str]:
         """Paths flake8 was given in this project that the walk from its root does not reach: those
         through a symlinked folder (not followed). What ``exclude`` names stays out, as documented."""
-        from .engine import find_project_root
         from .files import excluded_below
 
         return [p for p in cls._named if os.path.realpath(p) != os.path.abspath(p) and os.path.exists(p)
-                and find_project_root([p]) == root and not excluded_below(p, root, config.exclude)]
+                and cls._analysis_of(p)[1] == root and not excluded_below(p, root, config.exclude)]
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         if self.filename in ("-", "stdin") or not os.path.isfile(self.filename):

@@ -118,10 +118,15 @@ def find_pyproject(start: Path) -> Optional[Path]:
     """The nearest pyproject.toml at or above ``start`` that has [tool.gradmode]."""
     start = start.resolve()
     for folder in [start, *start.parents] if start.is_dir() else start.parents:
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file() and _gradmode_table(candidate) is not None:
-            return candidate
+        if declares_config(folder):
+            return folder / "pyproject.toml"
     return None
+
+
+def declares_config(folder: Path) -> bool:
+    """Whether ``folder`` has a pyproject.toml with [tool.gradmode] (ConfigError if it cannot be read)."""
+    candidate = Path(folder) / "pyproject.toml"
+    return candidate.is_file() and _gradmode_table(candidate) is not None
 
 
 def _gradmode_table(path: Path) -> Optional[dict]:

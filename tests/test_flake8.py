@@ -91,7 +91,7 @@ def test_plugin_reports_same_as_cli_on_a_multi_module_package(tmp_path):
     parallel = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert keys(parallel.stdout) == expected
     # with workers, one background analysis filled the cache (the workers waited on its lock)
-    assert (cache / "flake8-prefetch.lock").exists() and (cache / "results.json").exists()
+    assert len(list(cache.glob("flake8-prefetch-*.lock"))) == 1 and (cache / "results.json").exists()
     again = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert keys(again.stdout) == expected
 
@@ -285,25 +285,91 @@ def test_flake8_without_paths_lints_every_file_of_a_loose_folder(tmp_path):
     assert len(heads(cli.stdout)) == 3, cli
 
 
-@pytest.mark.parametrize("args", [["."], ["warm.py", "svc/warm.py", "serve.py"], ["svc/warm.py", "serve.py", "warm.py"]])
-def test_cli_a_package_with_its_own_pyproject_inside_a_repository_keeps_its_callers(tmp_path, args):
-    """A pyproject.toml that only packages a folder of a repository does not cut that folder off from
-    the repository's code: the same findings from `.` and from pre-commit's file lists, in any order."""
-    for name, text in {".git/x": "", "warm.py": WARM_LOOSE, "serve.py": SERVE_LOOSE, "svc/pyproject.toml": "",
-                       "svc/warm.py": WARM_LOOSE.replace("warmup", "warmup_svc")}.items():
+def _tree(tmp_path, files: dict[str, str]) -> None:
+    for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
+
+
+# svc/ is packaged by a pyproject.toml of its own; the repository's serve.py serves under inference mode
+PACKAGED_SVC = {".git/x": "", "warm.py": WARM_LOOSE, "serve.py": SERVE_LOOSE, "svc/pyproject.toml": "",
+                "svc/warm.py": WARM_LOOSE.replace("warmup", "warmup_svc")}
+
+
+@pytest.mark.parametrize("args", [["."], ["warm.py", "svc/warm.py", "serve.py"], ["svc/warm.py", "serve.py", "warm.py"],
+                                  ["svc/warm.py"], ["svc"], ["svc/warm.py", "svc"]])
+def test_cli_a_package_with_its_own_pyproject_inside_a_repository_keeps_its_callers(tmp_path, args):
+    """A pyproject.toml that only packages a folder of a repository does not cut that folder off from
+    the repository's code: the same findings from `.` and from pre-commit's file lists, in any order,
+    also when only the package's files are given (they were analysed alone: a false GM101 and a fix
+    that made warmup_svc mismatch the serving code)."""
+    _tree(tmp_path, PACKAGED_SVC)
     cli = _without_cache_env("lints", "--format", "concise", *args, cwd=tmp_path)
     assert cli.returncode == 0 and heads(cli.stdout) == [], cli
+    diff = _without_cache_env("lints.codemod", "--diff", *args, cwd=tmp_path)
+    assert diff.returncode == 0 and diff.stdout == "", diff
+    libcst = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
+                                "codemods.gradmode.FixInferenceMode", *args, cwd=tmp_path)
+    assert libcst.returncode == 0, libcst
+    assert (tmp_path / "svc/warm.py").read_text() == PACKAGED_SVC["svc/warm.py"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("args", [["."], ["svc/warm.py"], ["svc"], ["svc/warm.py", "warm.py"]])
+def test_flake8_a_package_with_its_own_pyproject_inside_a_repository_keeps_its_callers(tmp_path, jobs, args):
+    _tree(tmp_path, PACKAGED_SVC)
+    flake8 = _without_cache_env("flake8", "-j", jobs, "--select", "GM", *args, cwd=tmp_path)
+    assert flake8.returncode == 0 and heads(flake8.stdout) == [], flake8
+
+
+# svc/ serves under inference mode by its own config, and keeps gen/ out; the repository does neither
+OWN_CONFIG_SVC = {".git/x": "", "pyproject.toml": "[tool.gradmode]\n", "warm.py": WARM_LOOSE,
+                  "svc/pyproject.toml": '[tool.gradmode]\nserving-grad-mode = "inference_mode"\nexclude = ["gen"]\n',
+                  "svc/warm.py": WARM_LOOSE, "svc/gen/warm.py": WARM_LOOSE.replace("warmup", "warmup_gen"),
+                  "gen/warm.py": WARM_LOOSE.replace("warmup", "warmup_top")}
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_flake8_a_nested_projects_own_config_stays_its_own(tmp_path, jobs):
     """svc/ serves under inference mode by its own config; the repository's warm.py still mismatches."""
-    for name, text in {".git/x": "", "pyproject.toml": "[tool.gradmode]\n", "warm.py": WARM_LOOSE,
-                       "svc/pyproject.toml": '[tool.gradmode]\nserving-grad-mode = "inference_mode"\n',
-                       "svc/warm.py": WARM_LOOSE}.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    flake8 = _without_cache_env("flake8", "-j", jobs, "--select", "GM", ".", cwd=tmp_path)
-    assert [os.path.normpath(h["path"]) for h in heads(flake8.stdout)] == ["warm.py"], flake8
+    _tree(tmp_path, OWN_CONFIG_SVC)
+    flake8 = _without_cache_env("flake8", "-j", jobs, "--select", "GM", "warm.py", "gen", "svc/warm.py", cwd=tmp_path)
+    assert sorted(os.path.normpath(h["path"]) for h in heads(flake8.stdout)) == ["gen/warm.py", "warm.py"], flake8
+
+
+@pytest.mark.parametrize("args", [["."], ["svc", "warm.py", "gen"], ["svc/warm.py", "warm.py", "gen/warm.py"]])
+def test_cli_a_folder_holding_a_project_with_its_own_config_lints_each_file_under_its_own(tmp_path, args):
+    """ruff's hierarchical config also for a folder given: svc/'s files under svc/'s config (its serving
+    grad mode, its exclude), the others under the repository's. `.` reported svc/warm.py and
+    svc/gen/warm.py under the repository's config, and the codemod changed them."""
+    _tree(tmp_path, OWN_CONFIG_SVC)
+    cli = _without_cache_env("lints", "--format", "concise", *args, cwd=tmp_path)
+    assert sorted(os.path.normpath(h["path"]) for h in heads(cli.stdout)) == ["gen/warm.py", "warm.py"], cli
+    diff = _without_cache_env("lints.codemod", "--diff", *args, cwd=tmp_path)
+    assert sorted(line[4:].split()[0] for line in diff.stdout.splitlines() if line.startswith("+++ ")) == [
+        "b/gen/warm.py", "b/warm.py"], diff.stdout
+
+
+def test_libcst_command_fixes_a_repository_file_given_after_a_nested_packages_file(tmp_path):
+    """Both files mismatch (nothing serves under inference mode); the one in svc/ is given first, and
+    the analysis of the whole repository still reports (and fixes) both."""
+    _tree(tmp_path, {k: v for k, v in PACKAGED_SVC.items() if k != "serve.py"})
+    libcst = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
+                                "codemods.gradmode.FixInferenceMode", "svc/warm.py", "warm.py", cwd=tmp_path)
+    assert libcst.returncode == 0, libcst
+    for name in ("svc/warm.py", "warm.py"):
+        assert "inference_mode" not in (tmp_path / name).read_text(), name
+
+
+# a tree with settings of its own inside a repository (a release downloaded to compare, a service of
+# a monorepo): analysed on its own, so the repository's serve.py says nothing of its serving code
+DOWNLOADED = {".git/x": "", "serve.py": SERVE_LOOSE, "dl/pyproject.toml": "[tool.gradmode]\n", "dl/warm.py": WARM_LOOSE}
+
+
+@pytest.mark.parametrize("args", [["dl"], ["dl/warm.py"], ["."], ["serve.py", "dl/warm.py"]])
+def test_a_project_with_its_own_settings_inside_a_repository_is_analysed_on_its_own(tmp_path, args):
+    _tree(tmp_path, DOWNLOADED)
+    cli = _without_cache_env("lints", "--format", "concise", *args, cwd=tmp_path)
+    assert [(os.path.normpath(h["path"]), h["code"]) for h in heads(cli.stdout)] == [("dl/warm.py", "GM101")], cli
+    flake8 = _without_cache_env("flake8", "-j", "2", "--select", "GM", *args, cwd=tmp_path)
+    assert [(os.path.normpath(h["path"]), h["code"]) for h in heads(flake8.stdout)] == [("dl/warm.py", "GM101")], flake8

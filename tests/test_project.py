@@ -288,8 +288,8 @@ INFERENCE_OFF_GUARD = {
 
 def test_inference_mode_false_guard_is_the_workaround(tmp_path):
     """Allocated under `torch.inference_mode(False)`: a normal tensor, no GM202 (GM101 still fires)."""
-    check(tmp_path, INFERENCE_OFF_GUARD)
-    # without the guard it is the crash
+    check(tmp_path / "guarded", INFERENCE_OFF_GUARD)
+    # without the guard it is the crash (a project beside it, not inside: that would be one project)
     unguarded = dict(INFERENCE_OFF_GUARD)
     unguarded["engine/layer.py"] = unguarded["engine/layer.py"].replace(
         "            with torch.inference_mode(False):\n                self._out", "            self._out")
