@@ -428,6 +428,21 @@ class SummaryCache:
             return False
 
 
+def project_cache_folder(root: str) -> Optional[Path]:
+    """A project's own cache folder, ``<root>/.gradmode_cache``; None where that is a symbolic link:
+    a checkout may point it anywhere, and nothing is read or written through it."""
+    folder = Path(root) / ".gradmode_cache"
+    if not folder.is_symlink():
+        return folder
+    if str(folder) not in _linked_caches_reported:
+        _linked_caches_reported.add(str(folder))
+        print(f"gradmode-lint: warning: not using cache {folder}: it is a symbolic link", file=sys.stderr)
+    return None
+
+
+_linked_caches_reported: set[str] = set()
+
+
 def _nothing() -> None:
     pass
 
@@ -722,8 +737,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     elif in_project and not package_only(found):
         found = locator.outermost(found)
     root = os.path.normpath(_display_root(found, paths))
-    cache = SummaryCache(cache_dir if cache_dir is not None else Path(root) / ".gradmode_cache") \
-        if use_cache and not (loose and cache_dir is None) else None
+    folder = cache_dir if cache_dir is not None else None if loose else project_cache_folder(root)
+    cache = SummaryCache(folder) if use_cache and folder is not None else None
     if loose:
         packages = {r for p in paths for r, inside in [locator.locate(p)] if inside}
         whole_packages = discover(sorted(packages), config.exclude)[0] if packages else []  # a package is one unit

@@ -117,7 +117,8 @@ class GradModeChecker:
         import json
         import subprocess
         import sys
-        from pathlib import Path
+
+        from .engine import project_cache_folder
 
         # projects with a marker, and folders given outside any: what `_project_findings` analyses
         # whole (files outside those are grouped as the CLI groups them, and are few)
@@ -129,7 +130,9 @@ class GradModeChecker:
         for key, (root, config_start) in sorted(analyses.items()):
             try:
                 config = cls.config_for(config_start)
-                folder = default_cache_dir() or Path(root) / ".gradmode_cache"
+                folder = default_cache_dir() or project_cache_folder(root)
+                if folder is None:
+                    continue  # no cache to fill: each worker analyses on its own
                 folder.mkdir(parents=True, exist_ok=True)
                 # one lock per analysis (a root analysed under two configs has two), the same in every run
                 digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from lints.options import Config
 from lints.engine import lint_project
 
@@ -462,3 +464,20 @@ def test_a_gitignore_link_in_the_cache_is_not_written_through(tmp_path):
     assert [code for *_, code in found] == ["GM101"]
     assert not (tmp_path / "victim" / "x").exists() and (cache / ".gitignore").is_symlink()
     assert (cache / "summaries.json").is_file() and (cache / "results.json").is_file()
+
+
+@pytest.mark.parametrize("front_end", ["lints", "lints.codemod", "flake8"])
+def test_a_cache_folder_linked_elsewhere_is_neither_read_nor_written(tmp_path, front_end):
+    """A checkout's `.gradmode_cache` may be a link to any folder of the user's: nothing goes through
+    it (each file there would have been replaced by a cache file), and the run still lints."""
+    root = write_package(tmp_path / "repo", BUGGY)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "results.json").write_text("the user's own\n")
+    (root / ".gradmode_cache").symlink_to(victim)
+    args = {"lints": ["-j", "2", "."], "lints.codemod": ["--diff", "."], "flake8": ["-j", "2", "--select", "GM", "."]}
+    proc = subprocess.run([sys.executable, "-m", front_end, *args[front_end]], cwd=root, capture_output=True,
+                          text=True, env=_cli_env(), timeout=120)
+    assert ("GM101" if front_end != "lints.codemod" else "+++ ") in proc.stdout, proc
+    assert sorted(os.listdir(victim)) == ["results.json"] and (victim / "results.json").read_text() == "the user's own\n"
+    assert proc.stderr.count("it is a symbolic link") <= (2 if front_end == "flake8" else 1), proc.stderr
