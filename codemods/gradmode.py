@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any, List, Mapping, Optional
 
@@ -17,18 +18,18 @@ from libcst.codemod import CodemodCommand, CodemodContext, SkipFile
 from libcst.metadata import BatchableMetadataProvider
 
 from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere
-from lints.options import Config, default_cache_dir, load_config, split_codes
+from lints.options import Config, ConfigError, default_cache_dir, load_config, split_codes
 from lints.engine import ProjectLocator, finding_from_dict, lint_project, project_groups
 from lints.fixer import STYLES, apply_fixes, plans_for
 
 _NOTHING = ((), None)
 
 
-def _project_findings(root: Path, paths: List[str], config: Config) -> dict[str, tuple]:
+def _project_findings(root: Path, paths: List[str], config: Optional[Config] = None) -> dict[str, tuple]:
     """given path -> (its findings as dicts, the names other modules import from it: see
     ``names_imported_elsewhere``). A file given under several paths has them all under the first, none
     under the others (``first_path_per_file``). Each project is analysed on its own, as the CLI does
-    (``project_groups``)."""
+    (``project_groups``), under ``config`` or else the [tool.gradmode] found from it."""
     first = first_path_per_file(paths, str(root))
     found: dict[str, list[dict]] = {p: [] for p in first.values()}
     imported: dict = {}
@@ -36,9 +37,14 @@ def _project_findings(root: Path, paths: List[str], config: Config) -> dict[str,
         # libcst hands over every file it found: a project with a marker is walked instead, so that
         # its `exclude` keeps out what it names (files named are linted whatever it says)
         project = ProjectLocator().marked_root(group[0])
-        run = lint_project([project] if project is not None else group, config, cache_dir=default_cache_dir())
+        try:
+            own = config or load_config(start=Path(project or os.path.dirname(os.path.abspath(group[0]))))[0]
+        except ConfigError as exc:  # that project's files are left as they are
+            print(f"gradmode: error: {exc}", file=sys.stderr)
+            continue
+        run = lint_project([project] if project is not None else group, own, cache_dir=default_cache_dir())
         if any(f.fixes for f in run.findings):
-            imported.update(names_imported_elsewhere(run, config))
+            imported.update(names_imported_elsewhere(run, own))
         for finding in run.findings:
             given = first.get(file_identity(finding.path))
             if given is not None:
@@ -54,8 +60,7 @@ class ProjectFindingsProvider(BatchableMetadataProvider[tuple]):
     @classmethod
     def gen_cache(cls, root_path: Path, paths: List[str], timeout: Optional[int] = None,
                   **kwargs: Any) -> Mapping[str, object]:
-        config, _ = load_config(start=Path(root_path))
-        return _project_findings(Path(root_path), list(paths), config)
+        return _project_findings(Path(root_path), list(paths))
 
     def visit_Module(self, node: cst.Module) -> None:
         self.set_metadata(node, self.cache or _NOTHING)

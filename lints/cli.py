@@ -15,8 +15,8 @@ from . import __version__
 from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir, find_pyproject,
                       load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
-from .files import (MAX_FILE_BYTES, decode_source, default_jobs, discover, excluded_below, files_named,
-                    read_source, source_from_text, text_reader, write_file, write_new_file)
+from .files import (MAX_FILE_BYTES, decode_source, default_jobs, read_source, source_from_text, stopping_points,
+                    text_reader, write_file, write_new_file)
 from .model import FileError
 from .noqa import add_noqa
 from .progress import Progress
@@ -59,51 +59,54 @@ def _start_of(path: str) -> Path:
     return start if start.is_dir() else start.parent
 
 
-def configs_for_paths(args: argparse.Namespace, paths: list[str]) -> list[tuple[Config, list[str]]]:
+def configs_for_paths(args: argparse.Namespace, paths: list[str]
+                      ) -> tuple[list[tuple[Config, list[str]]], list[FileError]]:
     """The paths grouped by project (``engine.project_groups``: each is analysed on its own), then by
     the nearest pyproject.toml with [tool.gradmode] above each (ruff's hierarchical config: every
     file gets its own project's settings, whatever the cwd; with ``--config``, that one for all),
-    each group with its config and the command line over it. A folder given that holds a project
-    with a config of its own is linted as its files, each under its own config."""
-    from .engine import ProjectLocator, project_groups
+    each group with its config and the command line over it. A folder given brings the projects
+    with settings of their own below it (``engine.has_own_settings``), which its walk leaves out,
+    as projects of their own; one whose settings cannot be read is an error line, not the end of
+    the run. Returns the groups and those errors."""
+    from .engine import ProjectLocator, has_own_settings, project_groups
 
     if not paths:
-        return [(config_from_args(args, []), [])]
-    locator = ProjectLocator()
+        return [(config_from_args(args, []), [])], []
+    errors: list[FileError] = []
+    expanded: list[str] = []
+    pending, walked = list(paths), set()
+    while pending:
+        path = pending.pop(0)
+        expanded.append(path)
+        if not os.path.isdir(path) or os.path.abspath(path) in walked:
+            continue
+        walked.add(os.path.abspath(path))
+        for inner in stopping_points(path, config_from_args(args, [path]).exclude, has_own_settings):
+            try:
+                config_from_args(args, [inner])
+            except ConfigError as exc:
+                where = os.path.normpath(os.path.join(inner, "pyproject.toml"))
+                head, sep, why = str(exc).partition(": ")
+                errors.append(FileError(where, why if sep and head.endswith("pyproject.toml") else str(exc)))
+                continue
+            pending.append(inner)
     nearest: dict[str, Optional[Path]] = {}
 
     def config_of(path: str) -> Optional[Path]:
+        if args.config is not None:
+            return None
         folder = str(_start_of(path))
         if folder not in nearest:
             nearest[folder] = find_pyproject(Path(folder))
         return nearest[folder]
 
-    def by_config(path: str) -> list[tuple[Optional[Path], list[str]]]:
-        if args.config is not None:
-            return [(None, [path])]
-        top = config_of(path)
-        if not os.path.isdir(path) or locator.marked_root(path) is None:
-            return [(top, [path])]
-        exclude = config_from_args(args, [path]).exclude
-        if all(config_of(f) == top for f in files_named(path, "pyproject.toml", exclude)):
-            return [(top, [path])]
-        files, errors = discover([path], exclude)
-        members: dict[Optional[Path], list[str]] = {}
-        for file in files + [e.path for e in errors]:
-            members.setdefault(config_of(file), []).append(file)
-        # what an inner project's own `exclude` names stays out, as a walk from it would leave it
-        return [(config_file, [m for m in found if config_file == top or not excluded_below(
-                    m, str(config_file.parent), load_config(config_file)[0].exclude)])
-                for config_file, found in members.items()]
-
     out = []
-    for project in project_groups(paths, locator) if len(paths) > 1 else [paths]:
+    for project in project_groups(expanded, ProjectLocator()) if len(expanded) > 1 else [expanded]:
         groups: dict[Optional[Path], list[str]] = {}
         for path in project:
-            for config_file, members in by_config(path):
-                groups.setdefault(config_file, []).extend(members)
-        out.extend((config_from_args(args, members[:1]), members) for members in groups.values() if members)
-    return out
+            groups.setdefault(config_of(path), []).append(path)
+        out.extend((config_from_args(args, members[:1]), members) for members in groups.values())
+    return out, errors
 
 
 def config_from_args(args: argparse.Namespace, given: Optional[list[str]] = None) -> Config:
@@ -300,11 +303,11 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         print("gradmode-lint: error: --add-noqa and --write-baseline need files, not stdin", file=sys.stderr)
         return EXIT_ERROR
     try:
-        groups = configs_for_paths(args, paths)
+        groups, errors = configs_for_paths(args, paths)
     except ConfigError as exc:
         print(f"gradmode-lint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    findings, errors, nfiles, servings = [], [], 0, []
+    findings, nfiles, servings = [], 0, []
     run_configs: list[tuple] = []
     for config, members in groups:
         run = lint_project(members, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),

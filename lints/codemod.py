@@ -421,7 +421,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _main(argv: Optional[Sequence[str]]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        groups = configs_for_paths(args, list(args.paths)) if args.paths else [(config_from_args(args), [])]
+        groups, config_errors = configs_for_paths(args, list(args.paths)) if args.paths \
+            else ([(config_from_args(args), [])], [])
     except ConfigError as exc:
         print(f"gradmode-fix: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -441,6 +442,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
 
     runs = []
     found, files, errors = lint_all(Progress("gradmode-fix: reading"), runs)
+    errors = config_errors + errors
     by_path: dict[str, list[Finding]] = {}
     for finding in found:
         by_path.setdefault(finding.path, []).append(finding)

@@ -86,10 +86,11 @@ class ProjectLocator:
 
     def outermost(self, root: str) -> str:
         """The outermost project with a marker holding the one at ``root``, up to the first that has
-        [tool.gradmode] of its own: a pyproject.toml that only packages a folder of a repository does
-        not cut it off from its callers, while a project with its own settings (a tree downloaded
-        into a repository, a service of a monorepo) is analysed on its own."""
-        while not self._configured_at(root):
+        settings of its own (``has_own_settings``): a pyproject.toml that only packages a folder of a
+        repository does not cut it off from its callers, while a project with its own settings (a
+        tree downloaded into a repository, a service of a monorepo) is analysed on its own, and the
+        walks of the projects around it leave it out."""
+        while not self.has_own_settings(root):
             parent = os.path.dirname(root)
             if parent == root:
                 return root
@@ -99,12 +100,9 @@ class ProjectLocator:
             root = above
         return root
 
-    def _configured_at(self, root: str) -> bool:
+    def has_own_settings(self, root: str) -> bool:
         if root not in self._configured:
-            try:
-                self._configured[root] = declares_config(Path(root))
-            except ConfigError:  # unreadable: its own project, whose config error is reported
-                self._configured[root] = True
+            self._configured[root] = has_own_settings(root)
         return self._configured[root]
 
     def marked_root(self, path: str) -> Optional[str]:
@@ -114,10 +112,21 @@ class ProjectLocator:
         return self.outermost(root) if inside and not package_only(root) else None
 
 
+def has_own_settings(folder: str) -> bool:
+    """Whether ``folder`` holds a pyproject.toml with [tool.gradmode] (or one that cannot be read,
+    whose error its own run reports): the root of a project of its own, where the walk of a
+    project around it stops (``discover``'s ``stop_at``)."""
+    try:
+        return declares_config(Path(folder))
+    except ConfigError:
+        return True
+
+
 def project_groups(paths: Sequence[str], locator: Optional[ProjectLocator] = None) -> list[list[str]]:
     """``paths`` split by the project each belongs to (in order of first appearance), each group to be
     linted on its own, the folder that names it first:
-    - a path inside a folder given is linted with the outermost such folder (its walk reaches it);
+    - a path inside a folder given is linted with the outermost such folder (its walk reaches it),
+      unless it is in a project with settings of its own inside that folder (the walk stops there);
     - else, in a project with a marker: the outermost project with a marker holding it
       (``ProjectLocator.outermost``, which ``lint_project`` analyses from);
     - else (a loose file, or a package with no marker above it, which a script beside it imports):
@@ -140,6 +149,10 @@ def project_groups(paths: Sequence[str], locator: Optional[ProjectLocator] = Non
     groups: dict[tuple[str, str], list[str]] = {}
     for path, full in zip(paths, absolute):
         holding = next((f for f in folders if full == f or full.startswith(os.path.join(f, ""))), None)
+        if holding is not None:
+            own = locator.marked_root(path)
+            if own is not None and own.startswith(os.path.join(holding, "")) and locator.has_own_settings(own):
+                holding = None
         groups.setdefault(own_key(holding if holding is not None else path), []).append(path)
     out = []
     for (kind, folder), members in groups.items():
@@ -559,7 +572,7 @@ class _Entry:
 def project_files(root: str, config: Config, extra: Sequence[str] = (),
                   overrides: Optional[dict[str, str]] = None, read_keys: bool = True,
                   max_bytes: int = MAX_FILE_BYTES) -> list[_Entry]:
-    files, _ = discover([root], config.exclude)
+    files, _ = discover([root], config.exclude, stop_at=has_own_settings)
     files = [os.path.normpath(f) for f in files]
     # Named files the walk skipped (outside the root, or under an excluded folder: exclude applies
     # to what a walk finds, as in ruff) join the project. One the walk found keeps its spelling,
@@ -720,7 +733,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     from .analysis import ServingMode
 
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
-    requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude)
+    requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude,
+                                 stop_at=has_own_settings)
     requested = _distinct([os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested])
     locator = ProjectLocator()
     found, in_project = locator.locate(paths[0] if paths else ".")
@@ -741,7 +755,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     cache = SummaryCache(folder) if use_cache and folder is not None else None
     if loose:
         packages = {r for p in paths for r, inside in [locator.locate(p)] if inside}
-        whole_packages = discover(sorted(packages), config.exclude)[0] if packages else []  # a package is one unit
+        # a package is one unit
+        whole_packages = discover(sorted(packages), config.exclude, stop_at=has_own_settings)[0] if packages else []
         members, whole = _loose_project(_distinct(requested + [os.path.normpath(p) for p in whole_packages]),
                                         os.path.abspath(found), overrides, max_bytes)
         entries = loose_entries(members, os.path.abspath(found), overrides, max_bytes)

@@ -126,10 +126,12 @@ def excluded_below(path: str, root: str, exclude: Iterable[str]) -> bool:
     return any(_excluded(part, os.path.join(root, *parts[:i + 1]), exclude) for i, part in enumerate(parts))
 
 
-def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], list[FileError]]:
+def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Callable[[str], bool]] = None
+             ) -> tuple[list[str], list[FileError]]:
     """Python files under ``paths``; explicitly named files are taken as they are.
 
-    Directory walks do not follow symlinked folders (no loops) and skip excluded names.
+    Directory walks do not follow symlinked folders (no loops), skip excluded names, and do not
+    enter a folder below a path given for which ``stop_at(folder)`` is true.
     """
     exclude = tuple(exclude)
     files: list[str] = []
@@ -137,7 +139,7 @@ def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], l
 
     for given in paths:
         if os.path.isdir(given):
-            for root, names in _walk(given, exclude):
+            for root, names in _walk(given, exclude, stop_at):
                 for name in names:
                     full = os.path.join(root, name)
                     if name.endswith(".py") and not _excluded(name, full, exclude):
@@ -152,16 +154,25 @@ def discover(paths: Sequence[str], exclude: Iterable[str]) -> tuple[list[str], l
     return sorted(dict.fromkeys(files)), errors
 
 
-def files_named(folder: str, name: str, exclude: Iterable[str]) -> list[str]:
-    """The files called ``name`` under ``folder`` that a walk from it reaches (``discover``'s rules)."""
-    exclude = tuple(exclude)
-    return [os.path.join(root, name) for root, names in _walk(folder, exclude) if name in names]
+def stopping_points(folder: str, exclude: Iterable[str], stop_at: Callable[[str], bool]) -> list[str]:
+    """The folders below ``folder`` where ``discover``'s walk from it stops (``stop_at``)."""
+    found: list[str] = []
+
+    def stop(path: str) -> bool:
+        return stop_at(path) and not found.append(path)
+
+    for _ in _walk(folder, tuple(exclude), stop):
+        pass
+    return found
 
 
-def _walk(folder: str, exclude: tuple[str, ...]) -> Iterator[tuple[str, list[str]]]:
-    """(folder, sorted file names) under ``folder``, not into symlinked or excluded folders."""
+def _walk(folder: str, exclude: tuple[str, ...], stop_at: Optional[Callable[[str], bool]] = None
+          ) -> Iterator[tuple[str, list[str]]]:
+    """(folder, sorted file names) under ``folder``, not into symlinked or excluded folders, nor into
+    those ``stop_at`` names."""
     for root, dirs, names in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(root, d), exclude))
+        dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(root, d), exclude)
+                         and not (stop_at is not None and stop_at(os.path.join(root, d))))
         yield root, sorted(names)
 
 

@@ -219,10 +219,11 @@ class GradModeChecker:
         if cls._loose_folders is None:
             cls._loose_folders = [os.path.abspath(p) for p in cls._named or ["."]
                                   if os.path.isdir(p) and not cls._located(p)[1]]
-        if marked and any(root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
+        walk_root = cls._locator.outermost(root) if marked else root
+        if marked and not cls._locator.has_own_settings(walk_root) and any(
+                root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
             marked = False  # a folder given outside any project holds this one: analysed with it, as in the CLI
         if marked:
-            walk_root = cls._locator.outermost(root)
             return f"{walk_root}\0{cls._config_file(root)}", walk_root, root, True
         paths = cls._group_of(filename)
         return "\0".join(sorted(os.path.abspath(p) for p in paths)), root, root, False

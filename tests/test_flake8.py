@@ -373,3 +373,70 @@ def test_a_project_with_its_own_settings_inside_a_repository_is_analysed_on_its_
     assert [(os.path.normpath(h["path"]), h["code"]) for h in heads(cli.stdout)] == [("dl/warm.py", "GM101")], cli
     flake8 = _without_cache_env("flake8", "-j", "2", "--select", "GM", *args, cwd=tmp_path)
     assert [(os.path.normpath(h["path"]), h["code"]) for h in heads(flake8.stdout)] == [("dl/warm.py", "GM101")], flake8
+
+
+def _reported(proc) -> list[str]:
+    return sorted(os.path.normpath(h["path"]) for h in heads(proc.stdout))
+
+
+def test_a_project_with_its_own_settings_does_not_decide_the_findings_of_the_project_around_it(tmp_path):
+    """The other way round from DOWNLOADED: dl/'s serving code is not the repository's (the walk of
+    the repository leaves dl/ out), so warm.py still mismatches."""
+    _tree(tmp_path, {".git/x": "", "warm.py": WARM_LOOSE, "dl/pyproject.toml": "[tool.gradmode]\n",
+                     "dl/serve.py": SERVE_LOOSE})
+    for args in (["."], ["warm.py"]):
+        assert _reported(_without_cache_env("lints", "--format", "concise", *args, cwd=tmp_path)) == ["warm.py"]
+        assert _reported(_without_cache_env("flake8", "-j", "2", "--select", "GM", *args, cwd=tmp_path)) == ["warm.py"]
+
+
+@pytest.mark.parametrize("args", [["."], ["svc"], ["svc/gen/warm.py", "warm.py"]])
+def test_inside_a_project_with_its_own_settings_only_its_own_exclude_applies(tmp_path, args):
+    """The repository excludes gen/; svc/ has settings of its own that do not: svc/gen/ is linted,
+    as ruff applies the settings of the nearest config to each folder."""
+    _tree(tmp_path, {".git/x": "", "pyproject.toml": '[tool.gradmode]\nexclude = ["gen"]\n', "warm.py": WARM_LOOSE,
+                     "svc/pyproject.toml": "[tool.gradmode]\n", "svc/gen/warm.py": WARM_LOOSE})
+    want = ["svc/gen/warm.py"] + (["warm.py"] if args != ["svc"] else [])
+    assert _reported(_without_cache_env("lints", "--format", "concise", *args, cwd=tmp_path)) == want
+    for jobs in ("1", "2"):
+        assert _reported(_without_cache_env("flake8", "-j", jobs, "--select", "GM", *args, cwd=tmp_path)) == want
+
+
+def test_command_line_exclude_is_over_an_inner_projects_exclude(tmp_path):
+    _tree(tmp_path, OWN_CONFIG_SVC)
+    cli = _without_cache_env("lints", "--format", "concise", "--exclude", "nothing", ".", cwd=tmp_path)
+    assert _reported(cli) == ["gen/warm.py", "warm.py"], cli  # svc/gen/warm.py: serving inference mode there
+    _tree(tmp_path, {"svc/pyproject.toml": '[tool.gradmode]\nexclude = ["gen"]\n'})
+    cli = _without_cache_env("lints", "--format", "concise", "--exclude", "nothing", ".", cwd=tmp_path)
+    assert _reported(cli) == ["gen/warm.py", "svc/gen/warm.py", "svc/warm.py", "warm.py"], cli
+
+
+@pytest.mark.parametrize("front_end", [["lints"], ["lints.codemod", "--diff"]])
+def test_projects_with_settings_but_no_python_files_or_unreadable_settings_do_not_stop_the_run(tmp_path, front_end):
+    """Nested projects with nothing to lint gave an IndexError; a broken pyproject.toml below the folder
+    given (a test fixture) stopped the whole run: now it is one error line, and the rest is linted."""
+    _tree(tmp_path, {".git/x": "", "pyproject.toml": "[tool.gradmode]\n", "empty/pyproject.toml": "[tool.gradmode]\n"})
+    proc = _without_cache_env(*front_end, ".", cwd=tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc
+    _tree(tmp_path, {"warm.py": WARM_LOOSE, "tests/fixtures/bad/pyproject.toml": "[project\n"})
+    proc = _without_cache_env(*front_end, ".", cwd=tmp_path)
+    assert proc.returncode == 2 and ("GM101" in proc.stdout or "+++ b/warm.py" in proc.stdout), proc
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and errors[0].startswith(os.path.join("tests", "fixtures", "bad", "pyproject.toml")), proc
+
+
+def test_libcst_command_gives_each_project_its_own_settings(tmp_path):
+    _tree(tmp_path, OWN_CONFIG_SVC)
+    libcst = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
+                                "codemods.gradmode.FixInferenceMode", ".", cwd=tmp_path)
+    assert libcst.returncode == 0, libcst
+    changed = sorted(name for name, text in OWN_CONFIG_SVC.items() if (tmp_path / name).read_text() != text)
+    assert changed == ["gen/warm.py", "warm.py"], changed
+
+
+def test_a_folder_outside_any_project_holding_one_with_its_own_settings(tmp_path):
+    """proj/ serves under inference mode by its own settings: the same from flake8 -j1, -j2 and the CLI."""
+    _tree(tmp_path, {"warm.py": WARM_LOOSE, "proj/warm.py": WARM_LOOSE,
+                     "proj/pyproject.toml": '[tool.gradmode]\nserving-grad-mode = "inference_mode"\n'})
+    assert _reported(_without_cache_env("lints", "--format", "concise", ".", cwd=tmp_path)) == ["warm.py"]
+    for jobs in ("1", "2"):
+        assert _reported(_without_cache_env("flake8", "-j", jobs, "--select", "GM", ".", cwd=tmp_path)) == ["warm.py"]
