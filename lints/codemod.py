@@ -25,7 +25,7 @@ from . import __version__
 from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args, configs_for_paths,
                   internal_error, tolerant_output)
 from .options import Config, ConfigError, default_cache_dir
-from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_cache_folder, project_files
+from .engine import SummaryCache, cache_folder, collect_summaries, lint_project, loose_entries, project_files
 from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, default_jobs, is_read_only, read_source,
                     remove_in_flight_temps, run_jobs, source_lines, write_file)
 from .fixer import STYLES, fix_source, node_positions
@@ -155,7 +155,7 @@ def names_imported_elsewhere(run, config: Config, jobs: int = 1, max_bytes: int 
     if run.analysis is not None:
         summaries = run.analysis.project.modules.values()
     else:  # the findings came from the results cache; the summaries are cached too
-        cache = SummaryCache(default_cache_dir() or project_cache_folder(run.root))
+        cache = SummaryCache(cache_folder(run.root, default_cache_dir(), loose=run.loose_members is not None))
         entries = loose_entries(run.loose_members, run.loose_folder, {}, max_bytes) if run.loose_members is not None \
             else project_files(run.root, config, run.files, max_bytes=max_bytes)
         summaries = collect_summaries(entries, jobs, cache, max_bytes)[0].values()

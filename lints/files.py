@@ -126,12 +126,12 @@ def excluded_below(path: str, root: str, exclude: Iterable[str]) -> bool:
     return any(_excluded(part, os.path.join(root, *parts[:i + 1]), exclude) for i, part in enumerate(parts))
 
 
-def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Callable[[str], bool]] = None
+def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[StopAt] = None
              ) -> tuple[list[str], list[FileError]]:
     """Python files under ``paths``; explicitly named files are taken as they are.
 
-    Directory walks do not follow symlinked folders (no loops), skip excluded names, and do not
-    enter a folder below a path given for which ``stop_at(folder)`` is true.
+    Directory walks do not follow symlinked folders (no loops), skip excluded names, and leave out
+    a folder below a path given for which ``stop_at(folder, its file names)`` is true.
     """
     exclude = tuple(exclude)
     files: list[str] = []
@@ -154,25 +154,31 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Cal
     return sorted(dict.fromkeys(files)), errors
 
 
-def stopping_points(folder: str, exclude: Iterable[str], stop_at: Callable[[str], bool]) -> list[str]:
-    """The folders below ``folder`` where ``discover``'s walk from it stops (``stop_at``)."""
+# (folder, the names of its files) -> whether a walk leaves that folder out
+StopAt = Callable[[str, list[str]], bool]
+
+
+def stopping_points(folder: str, exclude: Iterable[str], stop_at: StopAt) -> list[str]:
+    """The folders below ``folder`` that ``discover``'s walk from it leaves out (``stop_at``)."""
     found: list[str] = []
 
-    def stop(path: str) -> bool:
-        return stop_at(path) and not found.append(path)
+    def stop(path: str, names: list[str]) -> bool:
+        return stop_at(path, names) and not found.append(path)
 
     for _ in _walk(folder, tuple(exclude), stop):
         pass
     return found
 
 
-def _walk(folder: str, exclude: tuple[str, ...], stop_at: Optional[Callable[[str], bool]] = None
+def _walk(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt] = None
           ) -> Iterator[tuple[str, list[str]]]:
-    """(folder, sorted file names) under ``folder``, not into symlinked or excluded folders, nor into
-    those ``stop_at`` names."""
+    """(folder, sorted file names) under ``folder``, not into symlinked or excluded folders (a walk
+    never enters a link, so ``stop_at`` is asked only of real folders, once each)."""
     for root, dirs, names in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(root, d), exclude)
-                         and not (stop_at is not None and stop_at(os.path.join(root, d))))
+        if stop_at is not None and root != folder and stop_at(root, names):
+            dirs[:] = []
+            continue
+        dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(root, d), exclude))
         yield root, sorted(names)
 
 
@@ -270,7 +276,7 @@ def _reap(pid: int) -> None:
 def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
              progress: Optional[Callable[[int], None]] = None,
              on_crash: Optional[Callable[[U, str], T]] = None,
-             weight: Optional[Callable[[U], int]] = None, batch_weight: int = 0) -> list[T]:
+             weight: Optional[Callable[[U], int]] = None, batch_weight: int = 0, min_weight: int = 0) -> list[T]:
     """``[func(i) for i in items]``, in ``jobs`` processes when that pays; results in input order.
 
     The largest items first (by file size, or ``weight``), so that one worker does not end up with
@@ -279,9 +285,11 @@ def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
     at least 8 tasks per worker. A worker that dies (a crash in native code, the OOM killer) does
     not stop the run: the items it may have held are rerun one per process, and the one that kills
     its process again gets ``on_crash(item, why)`` (default: a ``FileError``) as its result.
-    In-process (``jobs <= 1``) nothing guards against such a crash.
+    In-process (``jobs <= 1``, or items weighing less than ``min_weight`` in all: starting workers
+    would cost more) nothing guards against such a crash.
     """
-    if jobs <= 1 or len(items) < 2:
+    sizes = [(weight or _weight)(item) for item in items] if jobs > 1 and len(items) > 1 else []
+    if jobs <= 1 or len(items) < 2 or sum(sizes) < min_weight:
         out = []
         for item in items:
             out.append(func(item))
@@ -289,7 +297,6 @@ def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
                 progress(1)
         return out
     on_crash = on_crash or _crash_error
-    sizes = [(weight or _weight)(item) for item in items]
     remaining = sorted(range(len(items)), key=lambda i: -sizes[i])  # stable: ties keep input order
     workers = min(jobs, len(items))
     batch_weight = min(batch_weight, sum(sizes) // (8 * workers))

@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -124,16 +125,42 @@ def find_pyproject(start: Path) -> Optional[Path]:
 
 
 def declares_config(folder: Path) -> bool:
-    """Whether ``folder`` has a pyproject.toml with [tool.gradmode] (ConfigError if it cannot be read)."""
+    """Whether ``folder`` has a pyproject.toml with [tool.gradmode] (ConfigError if it cannot be read).
+    Each file is parsed once per process while it stays the same: walks ask of every folder."""
     candidate = Path(folder) / "pyproject.toml"
-    return candidate.is_file() and _gradmode_table(candidate) is not None
+    try:
+        info = candidate.stat()
+    except (OSError, ValueError):
+        return False
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    signature = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    known = _declared.get(str(candidate))
+    if known is None or known[0] != signature:
+        try:
+            answer: object = _gradmode_table(candidate) is not None
+        except ConfigError as exc:
+            answer = exc
+        _declared[str(candidate)] = known = (signature, answer)
+    if isinstance(known[1], ConfigError):
+        raise known[1]
+    return bool(known[1])
+
+
+_declared: dict[str, tuple[tuple, object]] = {}  # pyproject.toml -> (its stat, declares_config's answer)
+# A pyproject.toml larger than this is not read (they are a few KB; a checkout may plant a huge one).
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def _gradmode_table(path: Path) -> Optional[dict]:
     """The [tool.gradmode] table of ``path``, None if it has none. A file that cannot be read or
     parsed is an error, not skipped: the user meant something by it."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: cannot read config: larger than {MAX_CONFIG_BYTES >> 20} MiB")
+        data = tomllib.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         why = "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise ConfigError(f"{path}: cannot read config: {why}") from None

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from lints.engine import cache_folder
+
 from .helpers import FIXTURES, ROOT
 
 BUGGY = FIXTURES / "lint" / "sglang_buggy.py"
@@ -241,7 +243,7 @@ def test_cache_dir_option_and_default_location(tmp_path, run):
     copy(tmp_path, BUGGY)
     cache = tmp_path / "my-cache"
     assert run("lints", "--cache-dir", str(cache), ".").returncode == 1
-    assert (cache / "summaries.json").is_file()
+    assert (cache_folder(str(tmp_path), cache) / "summaries.json").is_file()  # a folder per project
     env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
     proc = subprocess.run([sys.executable, "-m", "lints", "."], cwd=tmp_path, capture_output=True, text=True,
                           env=dict(env, PYTHONPATH=str(ROOT)), timeout=300)
@@ -264,13 +266,13 @@ def test_cache_follows_content_and_config(tmp_path, run):
 @pytest.mark.slow
 def test_corrupt_cache_is_ignored(tmp_path, run):
     copy(tmp_path, BUGGY)
-    cache = tmp_path / "cache"
-    cache.mkdir()
+    cache = cache_folder(str(tmp_path), tmp_path / "cache")
+    cache.mkdir(parents=True)
     (cache / "summaries.json").write_text("{not json")
-    first = run("lints", "--cache-dir", str(cache), "--format", "json", ".")
+    first = run("lints", "--cache-dir", str(cache.parent), "--format", "json", ".")
     assert first.returncode == 1 and "Traceback" not in first.stderr
     (cache / "summaries.json").write_text(json.dumps({"format": "other", "entries": {"x": 1}}))
-    assert run("lints", "--cache-dir", str(cache), "--format", "json", ".").stdout == first.stdout
+    assert run("lints", "--cache-dir", str(cache.parent), "--format", "json", ".").stdout == first.stdout
 
 
 SEVERAL_FIXES = ("import torch\n"

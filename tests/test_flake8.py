@@ -91,7 +91,7 @@ def test_plugin_reports_same_as_cli_on_a_multi_module_package(tmp_path):
     parallel = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert keys(parallel.stdout) == expected
     # with workers, one background analysis filled the cache (the workers waited on its lock)
-    assert len(list(cache.glob("flake8-prefetch-*.lock"))) == 1 and (cache / "results.json").exists()
+    assert len(list(cache.glob("flake8-prefetch-*.lock"))) == 1 and len(list(cache.glob("*/results.json"))) == 1
     again = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert keys(again.stdout) == expected
 
@@ -440,3 +440,58 @@ def test_a_folder_outside_any_project_holding_one_with_its_own_settings(tmp_path
     assert _reported(_without_cache_env("lints", "--format", "concise", ".", cwd=tmp_path)) == ["warm.py"]
     for jobs in ("1", "2"):
         assert _reported(_without_cache_env("flake8", "-j", jobs, "--select", "GM", ".", cwd=tmp_path)) == ["warm.py"]
+
+
+def test_a_link_to_a_project_with_its_own_settings_is_not_followed(tmp_path):
+    """The walks never enter a symlinked folder: one to a sibling project that uses this tool was
+    linted, fixed and given a cache outside the repository; one to the repository itself looped 40
+    levels deep (41 findings for one file)."""
+    _tree(tmp_path, {"repo/.git/x": "", "repo/a.py": WARM_LOOSE, "repo/s.py": SERVE_LOOSE,
+                     "outside/pyproject.toml": "[tool.gradmode]\n", "outside/w.py": WARM_LOOSE})
+    (tmp_path / "repo" / "link").symlink_to(os.path.join("..", "outside"))
+    (tmp_path / "repo" / "loop").symlink_to(".")
+    repo = tmp_path / "repo"
+    cli = _without_cache_env("lints", "--format", "concise", ".", cwd=repo)
+    assert cli.returncode == 0 and heads(cli.stdout) == [] and "in 2 file(s)" in cli.stderr, cli
+    fix = _without_cache_env("lints.codemod", ".", cwd=repo)
+    assert fix.returncode == 0, fix
+    assert (tmp_path / "outside" / "w.py").read_text() == WARM_LOOSE
+    assert sorted(os.listdir(tmp_path / "outside")) == ["pyproject.toml", "w.py"]  # no cache there either
+
+
+def test_libcst_command_leaves_a_project_the_project_around_it_excludes(tmp_path):
+    _tree(tmp_path, {".git/x": "", "pyproject.toml": '[tool.gradmode]\nexclude = ["vendor"]\n', "s.py": SERVE_LOOSE,
+                     "vendor/pyproject.toml": "[tool.gradmode]\n", "vendor/w.py": WARM_LOOSE})
+    libcst = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
+                                "codemods.gradmode.FixInferenceMode", ".", cwd=tmp_path)
+    assert libcst.returncode == 0, libcst
+    assert (tmp_path / "vendor" / "w.py").read_text() == WARM_LOOSE
+    assert _reported(_without_cache_env("lints", "--format", "concise", ".", cwd=tmp_path)) == []
+
+
+def test_a_huge_pyproject_below_the_folder_given_is_not_parsed(tmp_path):
+    """A checkout may plant one: over 1 MiB it is an unreadable config (one error line), not minutes
+    of parsing on every walk."""
+    _tree(tmp_path, {".git/x": "", "pyproject.toml": "[tool.gradmode]\n", "warm.py": WARM_LOOSE,
+                     "sub/m.py": "x = 1\n", "sub/pyproject.toml": "k = 1\n" * 300_000})
+    cli = _without_cache_env("lints", "--format", "concise", ".", cwd=tmp_path)
+    assert cli.returncode == 2 and _reported(cli) == ["warm.py"], cli
+    assert "sub/pyproject.toml: error: cannot read config: larger than 1 MiB" in cli.stderr, cli
+
+
+def test_projects_sharing_one_cache_folder_keep_their_own_caches(tmp_path):
+    """With GRADMODE_CACHE_DIR (or --cache-dir) each project's run pruned the others' summaries and
+    replaced their results: a rerun of `.` with three projects reused nothing."""
+    _tree(tmp_path, OWN_CONFIG_SVC)
+    _tree(tmp_path, {"dl/pyproject.toml": "[tool.gradmode]\n", "dl/warm.py": WARM_LOOSE})
+    cache = tmp_path.parent / f"{tmp_path.name}-shared-cache"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADMODE_CACHE_DIR=str(cache))
+    first = subprocess.run([sys.executable, "-m", "lints", "--format", "concise", "."], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+    results = sorted(cache.glob("*/results.json"))
+    assert len(results) == 3, first
+    stamps = [p.stat().st_mtime_ns for p in results]
+    again = subprocess.run([sys.executable, "-m", "lints", "--format", "concise", "."], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert again.stdout == first.stdout and _reported(again) == ["dl/warm.py", "gen/warm.py", "warm.py"]
+    assert [p.stat().st_mtime_ns for p in results] == stamps  # each project's results reused as they were
