@@ -45,14 +45,10 @@ CACHE_FORMAT = f"gradmode-summaries/{SCHEMA}/{__version__}/{_tool_fingerprint()}
 PROJECT_MARKERS = ("pyproject.toml", ".git", ".hg", "setup.py", "setup.cfg")
 
 
-def find_project_root(paths: Sequence[str]) -> str:
-    """The nearest folder above the first path holding one of ``PROJECT_MARKERS``; without one, the
-    outermost folder above it holding an ``__init__.py`` (the top package), else the path's folder."""
-    return locate_project(paths)[0]
-
-
 def locate_project(paths: Sequence[str]) -> tuple[str, bool]:
-    """``find_project_root``'s folder, and whether it is a project: a marker or a package was found."""
+    """The nearest folder above the first path holding one of ``PROJECT_MARKERS``; without one, the
+    outermost folder above it holding an ``__init__.py`` (the top package), else the path's folder;
+    and whether it is a project (a marker or a package was found)."""
     first = os.path.abspath(paths[0]) if paths else os.getcwd()
     start = first if os.path.isdir(first) else os.path.dirname(first)
     current = start
