@@ -20,7 +20,6 @@ from libcst.metadata import BatchableMetadataProvider
 from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere
 from lints.options import Config, ConfigError, default_cache_dir, load_config, split_codes
 from lints.engine import ProjectLocator, finding_from_dict, lint_project, project_groups
-from lints.files import excluded_below
 from lints.fixer import STYLES, apply_fixes, plans_for
 
 _NOTHING = ((), None)
@@ -39,7 +38,7 @@ def _project_findings(root: Path, paths: List[str], config: Optional[Config] = N
         # libcst hands over every file it found: a project with a marker is walked instead, so that
         # its `exclude` keeps out what it names (files named are linted whatever it says)
         project = locator.marked_root(group[0])
-        if project is not None and _left_out_by_the_project_around(project, locator):
+        if project is not None and locator.excluded_by_the_project_around(project):
             continue
         try:
             own = config or load_config(start=Path(project or os.path.dirname(os.path.abspath(group[0]))))[0]
@@ -55,20 +54,6 @@ def _project_findings(root: Path, paths: List[str], config: Optional[Config] = N
                 found[given].append(finding.to_dict())
     fixes = {p: (tuple(found[p]), imported.get(identity)) for identity, p in first.items()}
     return {p: fixes.get(p, _NOTHING) for p in paths}
-
-
-def _left_out_by_the_project_around(project: str, locator: ProjectLocator) -> bool:
-    """Whether the walk of a project around ``project`` (one with settings of its own) excludes it,
-    as a walk from the folder the user gave would have: libcst found its files regardless."""
-    parent = os.path.dirname(project)
-    outer = locator.marked_root(parent) if parent != project else None
-    if outer is None:
-        return False
-    try:
-        exclude = load_config(start=Path(parent))[0].exclude
-    except ConfigError:
-        return False  # that project reports its own error
-    return excluded_below(project, outer, exclude) or _left_out_by_the_project_around(outer, locator)
 
 
 class ProjectFindingsProvider(BatchableMetadataProvider[tuple]):

@@ -15,8 +15,8 @@ from . import __version__
 from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir, find_pyproject,
                       load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
-from .files import (MAX_FILE_BYTES, decode_source, default_jobs, read_source, source_from_text, stopping_points,
-                    text_reader, write_file, write_new_file)
+from .files import (MAX_FILE_BYTES, decode_source, default_jobs, discover, read_source, source_from_text,
+                    stopping_points, text_reader, write_file, write_new_file)
 from .model import FileError
 from .noqa import add_noqa
 from .progress import Progress
@@ -81,13 +81,13 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
         if not os.path.isdir(path) or os.path.abspath(path) in walked:
             continue
         walked.add(os.path.abspath(path))
-        for inner in stopping_points(path, config_from_args(args, [path]).exclude, has_own_settings):
+        exclude = config_from_args(args, [path]).exclude
+        for inner in stopping_points(path, exclude, has_own_settings):
             try:
                 config_from_args(args, [inner])
             except ConfigError as exc:
-                where = os.path.normpath(os.path.join(inner, "pyproject.toml"))
-                head, sep, why = str(exc).partition(": ")
-                errors.append(FileError(where, why if sep and head.endswith("pyproject.toml") else str(exc)))
+                if discover([inner], exclude)[0]:  # a broken config over no Python file is not ours to report
+                    errors.append(_config_error(os.path.normpath(os.path.join(inner, "pyproject.toml")), exc))
                 continue
             pending.append(inner)
     nearest: dict[str, Optional[Path]] = {}
@@ -101,12 +101,29 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
         return nearest[folder]
 
     out = []
+    broken: list[tuple[str, ConfigError]] = []
     for project in project_groups(expanded, ProjectLocator()) if len(expanded) > 1 else [expanded]:
         groups: dict[Optional[Path], list[str]] = {}
         for path in project:
-            groups.setdefault(config_of(path), []).append(path)
-        out.extend((config_from_args(args, members[:1]), members) for members in groups.values())
-    return out, errors
+            try:
+                groups.setdefault(config_of(path), []).append(path)
+            except ConfigError as exc:
+                broken.append((path, exc))
+        for members in groups.values():
+            try:
+                out.append((config_from_args(args, members[:1]), members))
+            except ConfigError as exc:
+                broken.extend((path, exc) for path in members)
+    if broken and not out:
+        raise broken[0][1]  # nothing can be linted: the config's own error, once
+    return out, errors + [_config_error(path, exc) for path, exc in broken]
+
+
+def _config_error(path: str, exc: ConfigError) -> FileError:
+    """``path`` cannot be linted: its config cannot be used (the rest of the run goes on)."""
+    head, sep, why = str(exc).partition(": ")
+    return FileError(path, why if sep and head.endswith("pyproject.toml") and path.endswith("pyproject.toml")
+                     else f"config error: {exc}")
 
 
 def config_from_args(args: argparse.Namespace, given: Optional[list[str]] = None) -> Config:

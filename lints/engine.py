@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
 
 from . import __version__
-from .options import Config, ConfigError, declares_config
-from .files import (MAX_FILE_BYTES, SourceFile, collector_paused, discover, in_forked_child, read_source, run_jobs,
-                    source_from_text, text_reader)
+from .options import Config, ConfigError, declares_config, load_config
+from .files import (MAX_FILE_BYTES, SourceFile, collector_paused, discover, excluded_below, in_forked_child,
+                    read_source, run_jobs, source_from_text, text_reader)
 from .model import FileError, Finding, Fix
 from .noqa import without_suppressed
 from .summary import SCHEMA, import_root, module_name_for, parse_quietly, relative_import_base, summarize
@@ -38,7 +38,9 @@ def _tool_fingerprint() -> str:
     return h.hexdigest()
 
 
-CACHE_FORMAT = f"gradmode-summaries/{SCHEMA}/{__version__}/{_tool_fingerprint()}"
+# The interpreter too: its `ast` decides what parses (tox runs several on one checkout).
+CACHE_FORMAT = (f"gradmode-summaries/{SCHEMA}/{__version__}/{_tool_fingerprint()}/"
+                f"{sys.implementation.name}-{sys.version_info.major}.{sys.version_info.minor}")
 
 
 # What makes a folder a project's root (black's and setuptools' markers as well as ruff's).
@@ -73,6 +75,7 @@ class ProjectLocator:
     def __init__(self) -> None:
         self._by_folder: dict[str, tuple[str, bool]] = {}
         self._configured: dict[str, bool] = {}
+        self._excluded: dict[str, bool] = {}
 
     def locate(self, path: str) -> tuple[str, bool]:
         folder = os.path.abspath(path) if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
@@ -100,6 +103,21 @@ class ProjectLocator:
         if root not in self._configured:
             self._configured[root] = has_own_settings(root)
         return self._configured[root]
+
+    def excluded_by_the_project_around(self, project: str) -> bool:
+        """Whether the walk of a project around ``project`` (one with settings of its own) leaves it
+        out by its ``exclude``: what flake8 and the libcst command are handed, a walk from the folder
+        the user gave would not reach."""
+        if project not in self._excluded:
+            parent = os.path.dirname(project)
+            outer = self.marked_root(parent) if parent != project else None
+            try:
+                exclude = load_config(start=Path(parent))[0].exclude if outer is not None else ()
+            except ConfigError:
+                exclude = ()  # that project reports its own error
+            self._excluded[project] = outer is not None and (
+                excluded_below(project, outer, exclude) or self.excluded_by_the_project_around(outer))
+        return self._excluded[project]
 
     def marked_root(self, path: str) -> Optional[str]:
         """The root a path in a project with a marker is analysed from (``outermost``); None for a

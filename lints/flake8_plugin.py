@@ -211,7 +211,9 @@ class GradModeChecker:
         """(key, root, config start, marked) of the analysis that reports on ``filename``: files of one
         key are analysed together. A file of a project with a marker is analysed from the outermost
         such project (``ProjectLocator.outermost``) under the config found from its own project, as
-        the CLI does with pre-commit's file lists; other files are grouped as the CLI groups them."""
+        the CLI does with pre-commit's file lists; other files are grouped as the CLI groups them. The
+        key is "" for a file no analysis reports on: one in a project with settings of its own that
+        the walk of the project around it excludes."""
         from .engine import package_only
 
         root, in_project = cls._located(filename)
@@ -223,6 +225,9 @@ class GradModeChecker:
         if marked and not cls._locator.has_own_settings(walk_root) and any(
                 root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
             marked = False  # a folder given outside any project holds this one: analysed with it, as in the CLI
+        locator = cls._locator
+        if marked and locator.has_own_settings(walk_root) and locator.excluded_by_the_project_around(walk_root):
+            return "", walk_root, root, False  # the walk of the project around leaves it out, as in the CLI
         if marked:
             return f"{walk_root}\0{cls._config_file(root)}", walk_root, root, True
         paths = cls._group_of(filename)
@@ -233,6 +238,8 @@ class GradModeChecker:
         from .engine import lint_project
 
         key, root, config_start, marked = cls._analysis_of(filename)
+        if not key:
+            return {}
         found = cls._by_root.get(key)
         if found is None:
             try:

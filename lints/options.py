@@ -134,7 +134,8 @@ def declares_config(folder: Path) -> bool:
         return False
     if not stat.S_ISREG(info.st_mode):
         return False
-    signature = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    # ctime too: an edit of the same size with its mtime set back (copy2, utime) still changes it
+    signature = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
     known = _declared.get(str(candidate))
     if known is None or known[0] != signature:
         try:

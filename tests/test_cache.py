@@ -483,3 +483,38 @@ def test_a_cache_folder_linked_elsewhere_is_neither_read_nor_written(tmp_path, f
     assert sorted(os.listdir(victim)) == ["results.json"]
     assert (victim / "results.json").read_text() == "the user's own\n"
     assert proc.stderr.count("it is a symbolic link") <= (2 if front_end == "flake8" else 1), proc.stderr
+
+
+def test_a_pyproject_edited_in_place_with_its_mtime_set_back_is_read_again(tmp_path):
+    """declares_config answers from memory while a file stays the same: an edit of the same size with
+    the old mtime put back (copy2 from fixtures sharing one mtime) must still be seen."""
+    from lints.options import declares_config
+
+    config = tmp_path / "pyproject.toml"
+    config.write_text("[tool.gradmode]\n")
+    before = config.stat()
+    assert declares_config(tmp_path)
+    config.write_text("[tool.gradmodx]\n")
+    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert config.stat().st_size == before.st_size and config.stat().st_mtime_ns == before.st_mtime_ns
+    assert not declares_config(tmp_path)
+
+
+def test_summaries_of_another_interpreter_are_not_reused(tmp_path):
+    """What parses depends on the interpreter's `ast` (tox runs several on one checkout): a cache
+    written under another version is a miss."""
+    import lints.engine as engine
+
+    root = write_package(tmp_path / "repo", BUGGY)
+    _findings(root, jobs=1)
+    cache = root / ".gradmode_cache"
+    for name in ("summaries.json", "results.json"):
+        data = json.loads((cache / name).read_text())
+        assert data["format"] == engine.CACHE_FORMAT and data["format"].endswith(
+            f"{sys.implementation.name}-{sys.version_info.major}.{sys.version_info.minor}")
+        data["format"] = data["format"].rsplit("/", 1)[0] + "/cpython-3.99"
+        if name == "results.json":
+            data["findings"] = []  # what another interpreter found, say
+        (cache / name).write_text(json.dumps(data))
+    found, run = _findings(root, jobs=1)
+    assert [code for *_, code in found] == ["GM101"] and run.analysis is not None  # analysed afresh

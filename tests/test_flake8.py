@@ -418,10 +418,17 @@ def test_projects_with_settings_but_no_python_files_or_unreadable_settings_do_no
     proc = _without_cache_env(*front_end, ".", cwd=tmp_path)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc
     _tree(tmp_path, {"warm.py": WARM_LOOSE, "tests/fixtures/bad/pyproject.toml": "[project\n"})
+    proc = _without_cache_env(*front_end, ".", cwd=tmp_path)  # over no Python file: not ours to report
+    assert proc.returncode == 1 and ": error: " not in proc.stderr, proc
+    _tree(tmp_path, {"tests/fixtures/bad/case.py": "x = 1\n"})
     proc = _without_cache_env(*front_end, ".", cwd=tmp_path)
     assert proc.returncode == 2 and ("GM101" in proc.stdout or "+++ b/warm.py" in proc.stdout), proc
     errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
     assert len(errors) == 1 and errors[0].startswith(os.path.join("tests", "fixtures", "bad", "pyproject.toml")), proc
+    proc = _without_cache_env(*front_end, "warm.py", "tests/fixtures/bad/case.py", cwd=tmp_path)  # as pre-commit
+    assert proc.returncode == 2 and ("GM101" in proc.stdout or "+++ b/warm.py" in proc.stdout), proc
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and errors[0].startswith(os.path.join("tests", "fixtures", "bad", "case.py")), proc
 
 
 def test_libcst_command_gives_each_project_its_own_settings(tmp_path):
@@ -495,3 +502,11 @@ def test_projects_sharing_one_cache_folder_keep_their_own_caches(tmp_path):
                            capture_output=True, text=True, timeout=300)
     assert again.stdout == first.stdout and _reported(again) == ["dl/warm.py", "gen/warm.py", "warm.py"]
     assert [p.stat().st_mtime_ns for p in results] == stamps  # each project's results reused as they were
+
+
+def test_flake8_leaves_a_project_the_project_around_it_excludes(tmp_path):
+    _tree(tmp_path, {".git/x": "", "pyproject.toml": '[tool.gradmode]\nexclude = ["fixtures"]\n', "warm.py": WARM_LOOSE,
+                     "fixtures/good/pyproject.toml": "[tool.gradmode]\n", "fixtures/good/warm.py": WARM_LOOSE})
+    assert _reported(_without_cache_env("lints", "--format", "concise", ".", cwd=tmp_path)) == ["warm.py"]
+    for jobs in ("1", "2"):
+        assert _reported(_without_cache_env("flake8", "-j", jobs, "--select", "GM", ".", cwd=tmp_path)) == ["warm.py"]
