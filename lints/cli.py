@@ -239,6 +239,10 @@ def _fix(args: argparse.Namespace) -> int:
             argv += [action.option_strings[0], str(one)]
     if args.quiet:
         argv.append("--quiet")
+    if args.no_cache:
+        argv.append("--no-cache")
+    if args.cache_dir is not None:
+        argv += ["--cache-dir", str(args.cache_dir)]
     from .codemod import main as fix_main
 
     status = fix_main([*argv, "--", *args.paths])

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import warnings
+from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 import libcst as cst
@@ -25,7 +26,7 @@ from . import __version__
 from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args, configs_for_paths,
                   internal_error, tolerant_output)
 from .options import Config, ConfigError, default_cache_dir
-from .engine import SummaryCache, cache_folder, collect_summaries, lint_project, loose_entries, project_files
+from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_files
 from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, default_jobs, is_read_only, read_source,
                     remove_in_flight_temps, run_jobs, source_lines, write_file)
 from .fixer import STYLES, fix_source, node_positions
@@ -155,7 +156,7 @@ def names_imported_elsewhere(run, config: Config, jobs: int = 1, max_bytes: int 
     if run.analysis is not None:
         summaries = run.analysis.project.modules.values()
     else:  # the findings came from the results cache; the summaries are cached too
-        cache = SummaryCache(cache_folder(run.root, default_cache_dir(), loose=run.loose_members is not None))
+        cache = SummaryCache(run.cache_folder)
         entries = loose_entries(run.loose_members, run.loose_folder, {}, max_bytes) if run.loose_members is not None \
             else project_files(run.root, config, run.files, max_bytes=max_bytes)
         summaries = collect_summaries(entries, jobs, cache, max_bytes)[0].values()
@@ -323,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="remove: drop the inference_mode wrapper (upstream fix); no_grad: use torch.no_grad()")
     parser.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes marked unsafe")
     parser.add_argument("--quiet", "-q", action="store_true", help="no remaining findings or summary")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="default .gradmode_cache in the project root (or $GRADMODE_CACHE_DIR)")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     parser.add_argument("--version", action="version", version=f"gradmode-fix {__version__}")
     add_config_options(parser)
     return parser
@@ -435,7 +439,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     def lint_all(progress=None, runs=None):
         """Each project with its own config; the whole project decides what is a finding (``runs``: gets the runs)."""
         runs = runs if runs is not None else []
-        runs.extend(lint_project(members, config, jobs, cache_dir=default_cache_dir(), max_bytes=args.max_file_size,
+        runs.extend(lint_project(members, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
+                                 use_cache=not args.no_cache, max_bytes=args.max_file_size,
                                  progress=progress) for config, members in groups)
         return ([f for r in runs for f in r.findings], [f for r in runs for f in r.files],
                 [e for r in runs for e in r.errors])

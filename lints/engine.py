@@ -587,6 +587,7 @@ class ProjectRun:
     whole_project: bool = True
     loose_members: Optional[list[str]] = None  # the files analysed, for loose files (not a walk)
     loose_folder: Optional[str] = None  # the folder their module names are counted from
+    cache_folder: Optional[Path] = None  # the cache the run read and wrote; None without one
 
 
 @dataclasses.dataclass
@@ -845,4 +846,5 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         findings = without_suppressed(findings, text_reader(overrides))
     errors.sort(key=lambda e: e.path)
     return ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole,
-                      loose_members=members, loose_folder=os.path.abspath(found) if loose else None)
+                      loose_members=members, loose_folder=os.path.abspath(found) if loose else None,
+                      cache_folder=folder if cache is not None else None)

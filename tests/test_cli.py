@@ -311,3 +311,24 @@ def test_json_edits_of_several_findings_in_one_file_each_fix_their_own_function(
                                                                                      "warmup_c")}
         fixed_one = {"GM101": "warmup_a", "GM103": "warmup_b", "GM102": "warmup_c"}[finding["code"]]
         assert under == {name: name != fixed_one for name in under}, (finding["code"], fixed)
+
+
+def test_fix_takes_the_cache_options(tmp_path, run):
+    """`--fix` hands --no-cache and --cache-dir to the codemod (it dropped them: the project's own
+    cache was written either way)."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[tool.gradmode]\n")
+    warm = "import torch\ndef warmup(m):\n    with torch.inference_mode():\n        m()\n"
+    (project / "warm.py").write_text(warm)
+    env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
+    fixed = subprocess.run([sys.executable, "-m", "lints", "--fix", "--no-cache", "."], cwd=project, env=dict(
+        env, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+    assert fixed.returncode == 0 and (project / "warm.py").read_text() != warm, fixed
+    assert not (project / ".gradmode_cache").exists()
+    (project / "warm.py").write_text(warm)
+    elsewhere = tmp_path / "elsewhere"
+    fixed = subprocess.run([sys.executable, "-m", "lints", "--fix", "--cache-dir", str(elsewhere), "."], cwd=project,
+                           env=dict(env, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+    assert fixed.returncode == 0 and (project / "warm.py").read_text() != warm, fixed
+    assert not (project / ".gradmode_cache").exists() and list(elsewhere.glob("*/summaries.json"))
