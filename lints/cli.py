@@ -72,6 +72,25 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
 
     if not paths:
         return [(config_from_args(args, []), [])], []
+    nearest: dict[str, Optional[Path]] = {}
+    configs: dict[Optional[Path], Config] = {}
+
+    def config_of(path: str) -> Optional[Path]:
+        """The file the config of ``path`` comes from (None: defaults, or ``--config`` for all)."""
+        if args.config is not None:
+            return None
+        folder = str(_start_of(path))
+        if folder not in nearest:
+            nearest[folder] = find_pyproject(Path(folder))
+        return nearest[folder]
+
+    def config_for(path: str) -> Config:
+        """``config_from_args`` of ``path``, once per config file."""
+        source = config_of(path)
+        if source not in configs:
+            configs[source] = config_from_args(args, [path])
+        return configs[source]
+
     errors: list[FileError] = []
     expanded: list[str] = []
     pending, walked = list(paths), set()
@@ -81,24 +100,15 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
         if not os.path.isdir(path) or os.path.abspath(path) in walked:
             continue
         walked.add(os.path.abspath(path))
-        exclude = config_from_args(args, [path]).exclude
+        exclude = config_for(path).exclude
         for inner in stopping_points(path, exclude, has_own_settings):
             try:
-                config_from_args(args, [inner])
+                config_for(inner)
             except ConfigError as exc:
                 if discover([inner], exclude)[0]:  # a broken config over no Python file is not ours to report
                     errors.append(_config_error(os.path.normpath(os.path.join(inner, "pyproject.toml")), exc))
                 continue
             pending.append(inner)
-    nearest: dict[str, Optional[Path]] = {}
-
-    def config_of(path: str) -> Optional[Path]:
-        if args.config is not None:
-            return None
-        folder = str(_start_of(path))
-        if folder not in nearest:
-            nearest[folder] = find_pyproject(Path(folder))
-        return nearest[folder]
 
     out = []
     broken: list[tuple[str, ConfigError]] = []
@@ -111,7 +121,7 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
                 broken.append((path, exc))
         for members in groups.values():
             try:
-                out.append((config_from_args(args, members[:1]), members))
+                out.append((config_for(members[0]), members))
             except ConfigError as exc:
                 broken.extend((path, exc) for path in members)
     if broken and not out:

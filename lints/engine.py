@@ -74,7 +74,6 @@ class ProjectLocator:
 
     def __init__(self) -> None:
         self._by_folder: dict[str, tuple[str, bool]] = {}
-        self._configured: dict[str, bool] = {}
         self._excluded: dict[str, bool] = {}
 
     def locate(self, path: str) -> tuple[str, bool]:
@@ -89,7 +88,7 @@ class ProjectLocator:
         repository does not cut it off from its callers, while a project with its own settings (a
         tree downloaded into a repository, a service of a monorepo) is analysed on its own, and the
         walks of the projects around it leave it out."""
-        while not self.has_own_settings(root):
+        while not has_own_settings(root):
             parent = os.path.dirname(root)
             if parent == root:
                 return root
@@ -98,11 +97,6 @@ class ProjectLocator:
                 return root
             root = above
         return root
-
-    def has_own_settings(self, root: str) -> bool:
-        if root not in self._configured:
-            self._configured[root] = has_own_settings(root)
-        return self._configured[root]
 
     def excluded_by_the_project_around(self, project: str) -> bool:
         """Whether the walk of a project around ``project`` (one with settings of its own) leaves it
@@ -167,7 +161,7 @@ def project_groups(paths: Sequence[str], locator: Optional[ProjectLocator] = Non
         holding = next((f for f in folders if full == f or full.startswith(os.path.join(f, ""))), None)
         if holding is not None:
             own = locator.marked_root(path)
-            if own is not None and own.startswith(os.path.join(holding, "")) and locator.has_own_settings(own):
+            if own is not None and own.startswith(os.path.join(holding, "")) and has_own_settings(own):
                 holding = None
         groups.setdefault(own_key(holding if holding is not None else path), []).append(path)
     out = []

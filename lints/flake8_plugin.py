@@ -214,7 +214,7 @@ class GradModeChecker:
         the CLI does with pre-commit's file lists; other files are grouped as the CLI groups them. The
         key is "" for a file no analysis reports on: one in a project with settings of its own that
         the walk of the project around it excludes."""
-        from .engine import package_only
+        from .engine import has_own_settings, package_only
 
         root, in_project = cls._located(filename)
         marked = in_project and not package_only(root)
@@ -222,11 +222,10 @@ class GradModeChecker:
             cls._loose_folders = [os.path.abspath(p) for p in cls._named or ["."]
                                   if os.path.isdir(p) and not cls._located(p)[1]]
         walk_root = cls._locator.outermost(root) if marked else root
-        if marked and not cls._locator.has_own_settings(walk_root) and any(
-                root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
+        own_settings = marked and has_own_settings(walk_root)
+        if marked and not own_settings and any(root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
             marked = False  # a folder given outside any project holds this one: analysed with it, as in the CLI
-        locator = cls._locator
-        if marked and locator.has_own_settings(walk_root) and locator.excluded_by_the_project_around(walk_root):
+        if own_settings and cls._locator.excluded_by_the_project_around(walk_root):
             return "", walk_root, root, False  # the walk of the project around leaves it out, as in the CLI
         if marked:
             return f"{walk_root}\0{cls._config_file(root)}", walk_root, root, True

@@ -125,30 +125,40 @@ def find_pyproject(start: Path) -> Optional[Path]:
 
 
 def declares_config(folder: Path) -> bool:
-    """Whether ``folder`` has a pyproject.toml with [tool.gradmode] (ConfigError if it cannot be read).
-    Each file is parsed once per process while it stays the same: walks ask of every folder."""
+    """Whether ``folder`` has a pyproject.toml with [tool.gradmode] (ConfigError if it cannot be read)."""
     candidate = Path(folder) / "pyproject.toml"
     try:
-        info = candidate.stat()
+        if not stat.S_ISREG(candidate.stat().st_mode):
+            return False
     except (OSError, ValueError):
         return False
+    return _table_of(candidate) is not None
+
+
+def _table_of(path: Path) -> Optional[dict]:
+    """``_gradmode_table``, parsed once per process while the file stays the same (walks ask of every
+    folder, and loading a config asks again); a file that is not a regular one is read each time."""
+    try:
+        info = Path(path).stat()
+    except (OSError, ValueError):
+        return _gradmode_table(path)  # its own error
     if not stat.S_ISREG(info.st_mode):
-        return False
+        return _gradmode_table(path)
     # ctime too: an edit of the same size with its mtime set back (copy2, utime) still changes it
     signature = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-    known = _declared.get(str(candidate))
+    known = _tables.get(str(path))
     if known is None or known[0] != signature:
         try:
-            answer: object = _gradmode_table(candidate) is not None
+            answer: object = _gradmode_table(path)
         except ConfigError as exc:
             answer = exc
-        _declared[str(candidate)] = known = (signature, answer)
+        _tables[str(path)] = known = (signature, answer)
     if isinstance(known[1], ConfigError):
         raise known[1]
-    return bool(known[1])
+    return known[1]  # shared: read only (config_from_mapping copies what it takes)
 
 
-_declared: dict[str, tuple[tuple, object]] = {}  # pyproject.toml -> (its stat, declares_config's answer)
+_tables: dict[str, tuple[tuple, object]] = {}  # pyproject.toml -> (its stat, its table, None or the error)
 # A pyproject.toml larger than this is not read (they are a few KB; a checkout may plant a huge one).
 MAX_CONFIG_BYTES = 1 << 20
 
@@ -226,7 +236,7 @@ def load_config(pyproject: Optional[Path] = None, start: Optional[Path] = None) 
     path = pyproject or find_pyproject(start or Path.cwd())
     if path is None:
         return Config(), None
-    return config_from_mapping(_gradmode_table(path) or {}), Path(path)
+    return config_from_mapping(_table_of(Path(path)) or {}), Path(path)
 
 
 def split_codes(values: Optional[Iterable[str]]) -> Optional[tuple[str, ...]]:
