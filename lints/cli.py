@@ -338,7 +338,7 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     except ConfigError as exc:
         print(f"gradmode-lint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    findings, nfiles, servings = [], 0, []
+    findings, nfiles = [], 0
     run_configs: list[tuple] = []
     for config, members in groups:
         run = lint_project(members, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
@@ -350,11 +350,10 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         run_configs.append((run, config))
         errors += run.errors
         nfiles += len(run.files)
-        servings.append(run.serving)
     findings.sort(key=lambda pair: (pair[0].path, pair[0].line, pair[0].col, pair[0].code))  # across projects too
     configs = {id(f): config for f, config in findings}
     findings = [f for f, _ in findings]
-    serving = servings[0]
+    projects = [(run.root, run.serving) for run, _ in run_configs]
     text_of = text_reader(overrides or {})
     if args.write_baseline:
         try:
@@ -378,9 +377,9 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         return _add_noqa(findings, errors, args.quiet)
     if args.format == "json":
         details = _editor_details(findings, configs, run_configs, args.max_file_size, overrides or {})
-        report = render_json(findings, errors, serving, details)
+        report = render_json(findings, errors, projects, details)
     elif args.format == "sarif":
-        report = render_sarif(findings, errors, serving)
+        report = render_sarif(findings, errors, projects)
     elif args.format == "github":
         report = render_github(findings, errors)
     else:
@@ -400,8 +399,8 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     for error in errors:
         print(error, file=sys.stderr)
     if not args.quiet:
-        for config_and_members, serving in zip(groups, servings):
-            where = f" for {config_and_members[1][0]}" if len(groups) > 1 else ""
+        for root, serving in projects:
+            where = f" for {root}" if len(projects) > 1 else ""
             print(f"gradmode-lint: serving grad mode{where}: {serving.mode} ({serving.source}: {serving.evidence})",
                   file=sys.stderr)
         fixable = sum(1 for f in findings if f.fixable == "safe")

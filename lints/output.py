@@ -59,6 +59,11 @@ def _serving(serving) -> dict:
     return {"mode": serving.mode, "source": serving.source, "evidence": serving.evidence} if serving else {}
 
 
+def _overall_serving(projects: Sequence[tuple]) -> dict:
+    """The serving grad mode of a run of one project; {} for several (each has its own under ``projects``)."""
+    return _serving(projects[0][1]) if len(projects) == 1 else {}
+
+
 def _json_finding(f: Finding, details: dict) -> dict:
     """ruff-like: 1-based lines and columns, end exclusive; ``fix`` has the edits of this finding's
     fix alone, against the file as it is (an editor applies one, then lints again)."""
@@ -72,12 +77,14 @@ def _json_finding(f: Finding, details: dict) -> dict:
     return data
 
 
-def render_json(findings: Sequence[Finding], errors: Sequence[FileError], serving=None,
+def render_json(findings: Sequence[Finding], errors: Sequence[FileError], projects: Sequence[tuple] = (),
                 details: Optional[dict] = None) -> str:
+    """``projects``: (root, serving mode) of each project analysed."""
     return json.dumps(
         {
             "version": __version__,
-            "serving_grad_mode": _serving(serving),
+            "serving_grad_mode": _overall_serving(projects),
+            "projects": [{"root": root, "serving_grad_mode": _serving(serving)} for root, serving in projects],
             "findings": [_json_finding(f, details or {}) for f in findings],
             "errors": [{"path": e.path, "message": e.message} for e in errors],
         },
@@ -90,7 +97,7 @@ def _uri(path: str) -> str:
     return p.as_posix() if not p.is_absolute() else p.as_uri()
 
 
-def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError], serving=None) -> str:
+def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError], projects: Sequence[tuple] = ()) -> str:
     from .rules import ALL_RULES
 
     rules = sorted(ALL_RULES.values(), key=lambda r: r.CODE)
@@ -134,7 +141,10 @@ def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError], servi
         "invocations": [
             {
                 "executionSuccessful": not errors,
-                "properties": {"servingGradMode": _serving(serving)},
+                "properties": {
+                    "servingGradMode": _overall_serving(projects),
+                    "projects": [{"root": root, "servingGradMode": _serving(serving)} for root, serving in projects],
+                },
                 "toolExecutionNotifications": [
                     {
                         "level": "error",

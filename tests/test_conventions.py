@@ -335,3 +335,21 @@ def test_new_options_on_bad_input_fail_clearly_and_change_nothing(tmp_path):
     assert stdin.returncode == 2 and "need files, not stdin" in stdin.stderr, stdin
     assert "Traceback" not in missing.stderr + foreign.stderr + stdin.stderr
     assert {p: p.read_bytes() for p in root.rglob("*.py")} == before
+
+
+def test_json_and_sarif_give_each_projects_serving_mode(tmp_path):
+    write_package(tmp_path / "a", {"eng/warm.py": WARM, "eng/serve.py": SERVE})
+    write_package(tmp_path / "b", {"eng/warm.py": WARM, "eng/serve.py": SERVE})
+    (tmp_path / "b" / "pyproject.toml").write_text('[tool.gradmode]\nserving-grad-mode = "inference_mode"\n')
+    modes = {"a": ("no_grad", "inferred"), "b": ("inference_mode", "config")}
+    data = json.loads(script("gradmode-lint", "--format", "json", "--no-cache", "a", "b", cwd=tmp_path).stdout)
+    assert data["serving_grad_mode"] == {}  # one per project, below
+    assert {p["root"]: (p["serving_grad_mode"]["mode"], p["serving_grad_mode"]["source"])
+            for p in data["projects"]} == modes
+    sarif = json.loads(script("gradmode-lint", "--format", "sarif", "--no-cache", "a", "b", cwd=tmp_path).stdout)
+    properties = sarif["runs"][0]["invocations"][0]["properties"]
+    assert {p["root"]: (p["servingGradMode"]["mode"], p["servingGradMode"]["source"])
+            for p in properties["projects"]} == modes
+    one = json.loads(script("gradmode-lint", "--format", "json", "--no-cache", "b", cwd=tmp_path).stdout)
+    assert one["serving_grad_mode"]["mode"] == "inference_mode"
+    assert [p["root"] for p in one["projects"]] == ["b"]
