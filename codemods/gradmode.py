@@ -22,17 +22,24 @@ from lints.options import Config, ConfigError, default_cache_dir, load_config, s
 from lints.engine import ProjectLocator, finding_from_dict, lint_project, project_groups
 from lints.fixer import STYLES, apply_fixes, plans_for
 
-_NOTHING = ((), None)
+_NOTHING = ((), None, "")
+
+
+class ProjectConfigError(Exception):
+    """The project of a file has settings that cannot be read: the file is left as it is, and counts as
+    failed, so that libcst's exit status says so."""
 
 
 def _project_findings(root: Path, paths: List[str], config: Optional[Config] = None) -> dict[str, tuple]:
     """given path -> (its findings as dicts, the names other modules import from it: see
-    ``names_imported_elsewhere``). A file given under several paths has them all under the first, none
-    under the others (``first_path_per_file``). Each project is analysed on its own, as the CLI does
-    (``project_groups``), under ``config`` or else the [tool.gradmode] found from it."""
+    ``names_imported_elsewhere``, why its project could not be analysed or ""). A file given under
+    several paths has them all under the first, none under the others (``first_path_per_file``). Each
+    project is analysed on its own, as the CLI does (``project_groups``), under ``config`` or else the
+    [tool.gradmode] found from it."""
     first = first_path_per_file(paths, str(root))
     found: dict[str, list[dict]] = {p: [] for p in first.values()}
     imported: dict = {}
+    broken: dict[str, str] = {}  # given path -> why its project's settings cannot be read
     locator = ProjectLocator()
     for group in project_groups([os.path.join(root, p) for p in paths], locator):
         # libcst hands over every file it found: a project with a marker is walked instead, so that
@@ -42,8 +49,12 @@ def _project_findings(root: Path, paths: List[str], config: Optional[Config] = N
             continue
         try:
             own = config or load_config(start=Path(project or os.path.dirname(os.path.abspath(group[0]))))[0]
-        except ConfigError as exc:  # that project's files are left as they are
+        except ConfigError as exc:  # that project's files are left as they are, and fail
             print(f"gradmode: error: {exc}", file=sys.stderr)
+            for path in group:
+                given = first.get(file_identity(path))
+                if given is not None:
+                    broken[given] = str(exc)
             continue
         run = lint_project([project] if project is not None else group, own, cache_dir=default_cache_dir())
         if any(f.fixes for f in run.findings):
@@ -52,7 +63,7 @@ def _project_findings(root: Path, paths: List[str], config: Optional[Config] = N
             given = first.get(file_identity(finding.path))
             if given is not None:
                 found[given].append(finding.to_dict())
-    fixes = {p: (tuple(found[p]), imported.get(identity)) for identity, p in first.items()}
+    fixes = {p: (tuple(found[p]), imported.get(identity), broken.get(p, "")) for identity, p in first.items()}
     return {p: fixes.get(p, _NOTHING) for p in paths}
 
 
@@ -95,11 +106,13 @@ class FixInferenceMode(CodemodCommand):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         filename = self.context.filename or ""
         if self.context.metadata_manager is not None:
-            data, imported = self.get_metadata(ProjectFindingsProvider, tree, _NOTHING)
+            data, imported, broken = self.get_metadata(ProjectFindingsProvider, tree, _NOTHING)
         elif filename:  # run without a repository root: analyse the project around this file
-            data, imported = _project_findings(Path("."), [filename], self.config).get(filename, _NOTHING)
+            data, imported, broken = _project_findings(Path("."), [filename], self.config).get(filename, _NOTHING)
         else:
             raise SkipFile("no file name: the project analysis needs one")
+        if broken:
+            raise ProjectConfigError(broken)
         findings = [finding_from_dict(d) for d in data]
         findings = [f for f in findings if self.config.is_selected(f.code)]
         plans = plans_for(tree, findings, self.unsafe_fixes, style=self.style)

@@ -236,7 +236,11 @@ def load_config(pyproject: Optional[Path] = None, start: Optional[Path] = None) 
     path = pyproject or find_pyproject(start or Path.cwd())
     if path is None:
         return Config(), None
-    return config_from_mapping(_table_of(Path(path)) or {}), Path(path)
+    table = _table_of(Path(path)) or {}
+    try:
+        return config_from_mapping(table), Path(path)
+    except ConfigError as exc:  # a setting of the wrong kind: name the file it is in
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def split_codes(values: Optional[Iterable[str]]) -> Optional[tuple[str, ...]]:

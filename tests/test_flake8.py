@@ -510,3 +510,15 @@ def test_flake8_leaves_a_project_the_project_around_it_excludes(tmp_path):
     assert _reported(_without_cache_env("lints", "--format", "concise", ".", cwd=tmp_path)) == ["warm.py"]
     for jobs in ("1", "2"):
         assert _reported(_without_cache_env("flake8", "-j", jobs, "--select", "GM", ".", cwd=tmp_path)) == ["warm.py"]
+
+
+def test_libcst_command_fails_the_files_of_a_project_whose_settings_are_broken(tmp_path):
+    """It printed the error and exited 0, as if every file had been checked."""
+    _tree(tmp_path, {".git/x": "", "pyproject.toml": "[tool.gradmode]\n", "warm.py": WARM_LOOSE,
+                     "sub/pyproject.toml": "[tool.gradmode]\nignore = 5\n", "sub/warm.py": WARM_LOOSE})
+    libcst = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
+                                "codemods.gradmode.FixInferenceMode", ".", cwd=tmp_path)
+    assert libcst.returncode == 1 and "Failed to codemod 1 files" in libcst.stderr, libcst
+    assert "gradmode: error: " in libcst.stderr and "sub/pyproject.toml" in libcst.stderr, libcst
+    assert (tmp_path / "sub" / "warm.py").read_text() == WARM_LOOSE
+    assert "inference_mode" not in (tmp_path / "warm.py").read_text()
