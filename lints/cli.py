@@ -16,7 +16,7 @@ from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, defa
                       load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
 from .files import (MAX_FILE_BYTES, decode_source, default_jobs, discover, read_source, source_from_text,
-                    stopping_points, text_reader, write_file, write_new_file)
+                    stopping_points, text_reader, walks_shared, write_file, write_new_file)
 from .model import FileError
 from .noqa import add_noqa
 from .progress import Progress
@@ -333,23 +333,24 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     if overrides and (args.add_noqa or args.write_baseline):
         print("gradmode-lint: error: --add-noqa and --write-baseline need files, not stdin", file=sys.stderr)
         return EXIT_ERROR
-    try:
-        groups, errors = configs_for_paths(args, paths)
-    except ConfigError as exc:
-        print(f"gradmode-lint: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    findings, nfiles = [], 0
-    run_configs: list[tuple] = []
-    for config, members in groups:
-        run = lint_project(members, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
-                           use_cache=not args.no_cache, max_bytes=args.max_file_size, overrides=overrides,
-                           progress=None if args.quiet else Progress("gradmode-lint: reading"))
-        if retain is not None:
-            retain.append(run)
-        findings += [(f, config) for f in run.findings]
-        run_configs.append((run, config))
-        errors += run.errors
-        nfiles += len(run.files)
+    with walks_shared():  # the folders given are walked once, not three times
+        try:
+            groups, errors = configs_for_paths(args, paths)
+        except ConfigError as exc:
+            print(f"gradmode-lint: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        findings, nfiles = [], 0
+        run_configs: list[tuple] = []
+        for config, members in groups:
+            run = lint_project(members, config, jobs, cache_dir=args.cache_dir or default_cache_dir(),
+                               use_cache=not args.no_cache, max_bytes=args.max_file_size, overrides=overrides,
+                               progress=None if args.quiet else Progress("gradmode-lint: reading"))
+            if retain is not None:
+                retain.append(run)
+            findings += [(f, config) for f in run.findings]
+            run_configs.append((run, config))
+            errors += run.errors
+            nfiles += len(run.files)
     findings.sort(key=lambda pair: (pair[0].path, pair[0].line, pair[0].col, pair[0].code))  # across projects too
     configs = {id(f): config for f, config in findings}
     findings = [f for f, _ in findings]

@@ -28,7 +28,7 @@ from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, con
 from .options import Config, ConfigError, default_cache_dir
 from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_files
 from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, default_jobs, is_read_only, read_source,
-                    remove_in_flight_temps, run_jobs, source_lines, write_file)
+                    remove_in_flight_temps, run_jobs, source_lines, walks_shared, write_file)
 from .fixer import STYLES, fix_source, node_positions
 from .limits import source_limits_error
 from .progress import Progress
@@ -409,7 +409,8 @@ def _signals_exit_cleanly():
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     tolerant_output()
-    with _signals_exit_cleanly():
+    # a fix rewrites files but creates or removes none: one walk of each folder serves the whole run
+    with _signals_exit_cleanly(), walks_shared():
         try:
             return _main(argv)
         except Exception:  # noqa: BLE001 - files already written are whole (write_file); the rest stay as they were

@@ -160,26 +160,50 @@ StopAt = Callable[[str, list[str]], bool]
 
 def stopping_points(folder: str, exclude: Iterable[str], stop_at: StopAt) -> list[str]:
     """The folders below ``folder`` that ``discover``'s walk from it leaves out (``stop_at``)."""
-    found: list[str] = []
-
-    def stop(path: str, names: list[str]) -> bool:
-        return stop_at(path, names) and not found.append(path)
-
-    for _ in _walk(folder, tuple(exclude), stop):
-        pass
-    return found
+    return _listing(folder, tuple(exclude), stop_at)[1]
 
 
 def _walk(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt] = None
           ) -> Iterator[tuple[str, list[str]]]:
     """(folder, sorted file names) under ``folder``, not into symlinked or excluded folders (a walk
     never enters a link, so ``stop_at`` is asked only of real folders, once each)."""
+    return iter(_listing(folder, exclude, stop_at)[0])
+
+
+Listing = tuple[list[tuple[str, list[str]]], list[str]]  # (folder, its file names) walked; the folders left out
+_shared_listings: Optional[dict[tuple, Listing]] = None
+
+
+@contextlib.contextmanager
+def walks_shared() -> Iterator[None]:
+    """Within this block a folder is walked once for each (exclude, stop_at): a run walks a folder given
+    to find the projects below it, for the files asked for, and as its project's root. Only for a block
+    in which no file is created or removed."""
+    global _shared_listings
+    outer = _shared_listings
+    _shared_listings = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _shared_listings = outer
+
+
+def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt]) -> Listing:
+    key = (os.path.abspath(folder), folder, exclude, stop_at)
+    if _shared_listings is not None and key in _shared_listings:
+        return _shared_listings[key]
+    walked: list[tuple[str, list[str]]] = []
+    stopped: list[str] = []
     for root, dirs, names in os.walk(folder, followlinks=False):
         if stop_at is not None and root != folder and stop_at(root, names):
+            stopped.append(root)
             dirs[:] = []
             continue
         dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(root, d), exclude))
-        yield root, sorted(names)
+        walked.append((root, sorted(names)))
+    if _shared_listings is not None:
+        _shared_listings[key] = (walked, stopped)
+    return walked, stopped
 
 
 _pauses = 0  # collector_paused blocks running now, in any thread

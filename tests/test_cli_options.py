@@ -188,3 +188,32 @@ def test_a_file_given_beside_the_folder_holding_it_counts_once(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "2 finding(s) in 3 file(s)" in proc.stderr, proc.stderr
     assert [line.split(":")[0] for line in proc.stdout.splitlines()] == ["eng/other.py", "eng/warm.py"], proc.stdout
+
+
+@pytest.mark.parametrize("front_end", ["lints.cli", "lints.codemod"])
+def test_a_folder_given_is_walked_once_per_run_and_afresh_by_the_next(tmp_path, monkeypatch, capsys, front_end):
+    """The CLI walked a folder given three times (nested projects, the files asked for, the project's
+    files): +35% on a tree of 20,000 folders. A later run in the same process sees files added since."""
+    import importlib
+
+    from lints import files
+
+    main = importlib.import_module(front_end).main
+    root = _project(tmp_path, "[tool.gradmode]\n")
+    walks = []
+    real_walk = os.walk
+
+    def counting_walk(top, *args, **kwargs):
+        walks.append(os.path.abspath(top))
+        return real_walk(top, *args, **kwargs)
+
+    monkeypatch.setattr(files.os, "walk", counting_walk)
+    monkeypatch.chdir(root)
+    args = ["-q", "--no-cache", "--diff", "."] if front_end == "lints.codemod" else ["-q", "--no-cache", "."]
+    assert main(args) == 1
+    assert walks.count(str(root)) == 1, walks
+    assert "eng/new.py" not in capsys.readouterr().out
+    (root / "eng" / "new.py").write_text(WARM)
+    assert main(args) == 1
+    assert walks.count(str(root)) == 2, walks
+    assert "eng/new.py" in capsys.readouterr().out
