@@ -96,10 +96,11 @@ class FixInferenceMode(CodemodCommand):
     def __init__(self, context: CodemodContext, style: str = "remove", unsafe_fixes: bool = False,
                  gradmode_config: Optional[str] = None, select: Optional[str] = None) -> None:
         super().__init__(context)
-        config, _ = load_config(Path(gradmode_config) if gradmode_config else None)
+        # None: each file's own project decides (its [tool.gradmode]), not the one above the cwd
+        self.given_config = load_config(Path(gradmode_config))[0] if gradmode_config else None
+        self.wanted = self.given_config
         if select:
-            config = config.replace(select=split_codes([select]))
-        self.config = config
+            self.wanted = (self.given_config or Config()).replace(select=split_codes([select]))
         self.style = style
         self.unsafe_fixes = unsafe_fixes
 
@@ -108,13 +109,14 @@ class FixInferenceMode(CodemodCommand):
         if self.context.metadata_manager is not None:
             data, imported, broken = self.get_metadata(ProjectFindingsProvider, tree, _NOTHING)
         elif filename:  # run without a repository root: analyse the project around this file
-            data, imported, broken = _project_findings(Path("."), [filename], self.config).get(filename, _NOTHING)
+            data, imported, broken = _project_findings(Path("."), [filename], self.given_config).get(filename, _NOTHING)
         else:
             raise SkipFile("no file name: the project analysis needs one")
         if broken:
             raise ProjectConfigError(broken)
         findings = [finding_from_dict(d) for d in data]
-        findings = [f for f in findings if self.config.is_selected(f.code)]
+        if self.wanted is not None:
+            findings = [f for f in findings if self.wanted.is_selected(f.code)]
         plans = plans_for(tree, findings, self.unsafe_fixes, style=self.style)
         if not plans:
             raise SkipFile("nothing to fix")

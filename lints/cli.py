@@ -100,7 +100,10 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
         if not os.path.isdir(path) or os.path.abspath(path) in walked:
             continue
         walked.add(os.path.abspath(path))
-        exclude = config_for(path).exclude
+        try:
+            exclude = config_for(path).exclude
+        except ConfigError:
+            continue  # not walked: its files are unknown to its own exclude (an error line below)
         for inner in stopping_points(path, exclude, has_own_settings):
             try:
                 config_for(inner)
@@ -126,14 +129,21 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
                 broken.extend((path, exc) for path in members)
     if broken and not out:
         raise broken[0][1]  # nothing can be linted: the config's own error, once
-    return out, errors + [_config_error(path, exc) for path, exc in broken]
+    errors += [_config_error(path, exc) for path, exc in broken]
+    # folders given that overlap find the same broken config more than once
+    return out, list({os.path.abspath(e.path): e for e in reversed(errors)}.values())[::-1]
 
 
 def _config_error(path: str, exc: ConfigError) -> FileError:
     """``path`` cannot be linted: its config cannot be used (the rest of the run goes on)."""
     head, sep, why = str(exc).partition(": ")
-    return FileError(path, why if sep and head.endswith("pyproject.toml") and path.endswith("pyproject.toml")
-                     else f"config error: {exc}")
+    if sep and head.endswith("pyproject.toml"):
+        if path.endswith("pyproject.toml"):
+            return FileError(path, why)
+        own = os.path.join(path, "pyproject.toml")  # a folder given, whose own config it is
+        if os.path.isdir(path) and os.path.abspath(own) == os.path.abspath(head):
+            return FileError(os.path.normpath(own), why)
+    return FileError(path, f"config error: {exc}")
 
 
 def config_from_args(args: argparse.Namespace, given: Optional[list[str]] = None) -> Config:
@@ -354,7 +364,9 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     findings.sort(key=lambda pair: (pair[0].path, pair[0].line, pair[0].col, pair[0].code))  # across projects too
     configs = {id(f): config for f, config in findings}
     findings = [f for f, _ in findings]
-    projects = [(run.root, run.serving) for run, _ in run_configs]
+    # a project the run found no file of (a folder holding only projects of their own) has no say
+    projects = [(run.root, run.serving) for run, _ in run_configs if run.files] \
+        or [(run.root, run.serving) for run, _ in run_configs[:1]]
     text_of = text_reader(overrides or {})
     if args.write_baseline:
         try:

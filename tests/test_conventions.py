@@ -353,3 +353,17 @@ def test_json_and_sarif_give_each_projects_serving_mode(tmp_path):
     one = json.loads(script("gradmode-lint", "--format", "json", "--no-cache", "b", cwd=tmp_path).stdout)
     assert one["serving_grad_mode"]["mode"] == "inference_mode"
     assert [p["root"] for p in one["projects"]] == ["b"]
+
+
+def test_a_project_without_files_of_its_own_has_no_say_in_the_serving_mode(tmp_path):
+    """A repository whose code is all in a project with settings of its own: its root project gave a
+    default mode beside the real one, and made the top-level mode {}."""
+    (tmp_path / ".git").mkdir()
+    write_package(tmp_path / "svc", {"eng/warm.py": WARM, "eng/serve.py": SERVE})
+    (tmp_path / "svc" / "pyproject.toml").write_text('[tool.gradmode]\nserving-grad-mode = "inference_mode"\n')
+    proc = script("gradmode-lint", "--format", "json", "--no-cache", ".", cwd=tmp_path)
+    data = json.loads(proc.stdout)
+    assert [p["root"] for p in data["projects"]] == ["svc"], data["projects"]
+    assert data["serving_grad_mode"]["mode"] == "inference_mode"
+    assert [line for line in proc.stderr.splitlines() if "serving grad mode" in line] == [
+        "gradmode-lint: serving grad mode: inference_mode (config: serving-grad-mode in the configuration)"], proc

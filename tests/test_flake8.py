@@ -522,3 +522,35 @@ def test_libcst_command_fails_the_files_of_a_project_whose_settings_are_broken(t
     assert "gradmode: error: " in libcst.stderr and "sub/pyproject.toml" in libcst.stderr, libcst
     assert (tmp_path / "sub" / "warm.py").read_text() == WARM_LOOSE
     assert "inference_mode" not in (tmp_path / "warm.py").read_text()
+
+
+@pytest.mark.parametrize("front_end", [["lints", "--format", "concise"], ["lints.codemod", "--diff"]])
+def test_a_folder_given_whose_own_settings_are_broken_is_one_error_line(tmp_path, front_end):
+    """It ended the run before the other folder given was linted; overlapping folders reported one
+    broken nested config twice."""
+    _tree(tmp_path, {".git/x": "", "good/pyproject.toml": "[tool.gradmode]\n", "good/warm.py": WARM_LOOSE,
+                     "bad/pyproject.toml": "[tool.gradmode]\nignore = 5\n", "bad/warm.py": WARM_LOOSE,
+                     "mid/pyproject.toml": "[tool.gradmode]\n", "mid/m.py": "x = 1\n",
+                     "mid/inner/pyproject.toml": "[project\n", "mid/inner/m.py": "x = 1\n"})
+    proc = _without_cache_env(*front_end, "good", "bad", cwd=tmp_path)
+    assert proc.returncode == 2 and ("GM101" in proc.stdout or "+++ b/good/warm.py" in proc.stdout), proc
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    assert errors == [f"{os.path.join('bad', 'pyproject.toml')}: error: [tool.gradmode] ignore must be a list of "
+                      "strings"], proc
+    proc = _without_cache_env(*front_end, ".", "mid", str(tmp_path / "mid"), cwd=tmp_path)
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 2 and sum("inner" in line for line in errors) == 1, proc
+
+
+def test_libcst_command_takes_each_files_settings_not_the_cwds(tmp_path):
+    """The settings above the cwd filtered every file's findings: an unrelated folder's ignore kept a
+    project's file from being fixed, a broken one failed it."""
+    _tree(tmp_path, {"proj/.git/x": "", "proj/warm.py": WARM_LOOSE,
+                     "quiet/pyproject.toml": '[tool.gradmode]\nignore = ["GM101"]\n',
+                     "broken/pyproject.toml": "[tool.gradmode]\nignore = 5\n"})
+    for cwd in ("quiet", "broken"):
+        target = tmp_path / "proj" / "warm.py"
+        target.write_text(WARM_LOOSE)
+        libcst = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
+                                    "codemods.gradmode.FixInferenceMode", str(target), cwd=tmp_path / cwd)
+        assert libcst.returncode == 0 and "inference_mode" not in target.read_text(), libcst
