@@ -130,8 +130,10 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
     if broken and not out:
         raise broken[0][1]  # nothing can be linted: the config's own error, once
     errors += [_config_error(path, exc) for path, exc in broken]
-    # folders given that overlap find the same broken config more than once
-    return out, list({os.path.abspath(e.path): e for e in reversed(errors)}.values())[::-1]
+    once: dict[str, FileError] = {}  # folders given that overlap find the same broken config again
+    for error in errors:
+        once.setdefault(os.path.abspath(error.path), error)
+    return out, list(once.values())
 
 
 def _config_error(path: str, exc: ConfigError) -> FileError:
