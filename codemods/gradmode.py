@@ -8,8 +8,8 @@ is a finding.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
-import sys
 from pathlib import Path
 from typing import Any, List, Mapping, Optional
 
@@ -18,7 +18,7 @@ from libcst.codemod import CodemodCommand, CodemodContext, SkipFile
 from libcst.metadata import BatchableMetadataProvider
 
 from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere
-from lints.options import Config, ConfigError, default_cache_dir, load_config, split_codes
+from lints.options import Config, ConfigError, check_codes, default_cache_dir, load_config, split_codes
 from lints.engine import ProjectLocator, finding_from_dict, lint_project, project_groups
 from lints.fixer import STYLES, apply_fixes, plans_for
 
@@ -30,12 +30,26 @@ class ProjectConfigError(Exception):
     failed, so that libcst's exit status says so."""
 
 
-def _project_findings(root: Path, paths: List[str], config: Optional[Config] = None) -> dict[str, tuple]:
+@dataclasses.dataclass(frozen=True)
+class CommandSettings:
+    """What the command line says over the projects' own settings, as ``python -m lints.codemod``
+    takes ``--config`` (one file for every project) and ``--select`` (over each project's)."""
+
+    config: Optional[Config] = None
+    select: Optional[tuple[str, ...]] = None
+
+    def for_project(self, start: str) -> Config:
+        own = self.config or load_config(start=Path(start))[0]
+        return own.replace(select=self.select) if self.select is not None else own
+
+
+def _project_findings(root: Path, paths: List[str], settings: CommandSettings = CommandSettings()
+                      ) -> dict[str, tuple]:
     """given path -> (its findings as dicts, the names other modules import from it: see
     ``names_imported_elsewhere``, why its project could not be analysed or ""). A file given under
     several paths has them all under the first, none under the others (``first_path_per_file``). Each
-    project is analysed on its own, as the CLI does (``project_groups``), under ``config`` or else the
-    [tool.gradmode] found from it."""
+    project is analysed on its own, as the CLI does (``project_groups``), under its own settings and
+    the command line's (``settings``)."""
     first = first_path_per_file(paths, str(root))
     found: dict[str, list[dict]] = {p: [] for p in first.values()}
     imported: dict = {}
@@ -48,9 +62,8 @@ def _project_findings(root: Path, paths: List[str], config: Optional[Config] = N
         if project is not None and locator.excluded_by_the_project_around(project):
             continue
         try:
-            own = config or load_config(start=Path(project or os.path.dirname(os.path.abspath(group[0]))))[0]
-        except ConfigError as exc:  # that project's files are left as they are, and fail
-            print(f"gradmode: error: {exc}", file=sys.stderr)
+            own = settings.for_project(project or os.path.dirname(os.path.abspath(group[0])))
+        except ConfigError as exc:  # that project's files are left as they are, and fail with it
             for path in group:
                 given = first.get(file_identity(path))
                 if given is not None:
@@ -69,7 +82,8 @@ def _project_findings(root: Path, paths: List[str], config: Optional[Config] = N
 
 class ProjectFindingsProvider(BatchableMetadataProvider[tuple]):
     """The project analysis' findings for the module being transformed (as plain dicts), and the names
-    other modules import from it."""
+    other modules import from it, under each project's own settings (libcst hands ``gen_cache`` no
+    option of the command)."""
 
     @classmethod
     def gen_cache(cls, root_path: Path, paths: List[str], timeout: Optional[int] = None,
@@ -96,27 +110,25 @@ class FixInferenceMode(CodemodCommand):
     def __init__(self, context: CodemodContext, style: str = "remove", unsafe_fixes: bool = False,
                  gradmode_config: Optional[str] = None, select: Optional[str] = None) -> None:
         super().__init__(context)
-        # None: each file's own project decides (its [tool.gradmode]), not the one above the cwd
-        self.given_config = load_config(Path(gradmode_config))[0] if gradmode_config else None
-        self.wanted = self.given_config
-        if select:
-            self.wanted = (self.given_config or Config()).replace(select=split_codes([select]))
+        # each file's own project's settings (not those above the cwd), with the command line's over them
+        codes = split_codes([select]) if select else None
+        check_codes(codes or (), "--select")
+        self.settings = CommandSettings(load_config(Path(gradmode_config))[0] if gradmode_config else None, codes)
         self.style = style
         self.unsafe_fixes = unsafe_fixes
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         filename = self.context.filename or ""
-        if self.context.metadata_manager is not None:
+        if self.context.metadata_manager is not None and self.settings == CommandSettings():
             data, imported, broken = self.get_metadata(ProjectFindingsProvider, tree, _NOTHING)
-        elif filename:  # run without a repository root: analyse the project around this file
-            data, imported, broken = _project_findings(Path("."), [filename], self.given_config).get(filename, _NOTHING)
+        elif filename:  # no repository root, or settings of the command's: the project around this file
+            # (its result is cached: the other files of the project reuse it)
+            data, imported, broken = _project_findings(Path("."), [filename], self.settings).get(filename, _NOTHING)
         else:
             raise SkipFile("no file name: the project analysis needs one")
         if broken:
             raise ProjectConfigError(broken)
         findings = [finding_from_dict(d) for d in data]
-        if self.wanted is not None:
-            findings = [f for f in findings if self.wanted.is_selected(f.code)]
         plans = plans_for(tree, findings, self.unsafe_fixes, style=self.style)
         if not plans:
             raise SkipFile("nothing to fix")

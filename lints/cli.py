@@ -318,12 +318,12 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     args = parser.parse_args(argv)
     if args.fix:
         return _fix(args)
-    try:
-        config_from_args(args)  # a bad option or config is an error even with no files
-    except ConfigError as exc:
-        print(f"gradmode-lint: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
     if not args.paths:
+        try:  # a bad option or config is an error even with no files (with files, each path's own is)
+            config_from_args(args)
+        except ConfigError as exc:
+            print(f"gradmode-lint: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
         # pre-commit may pass no files at all: that is a clean run, not a crash.
         if not args.quiet:
             print("gradmode-lint: no files to lint", file=sys.stderr)

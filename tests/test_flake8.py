@@ -519,7 +519,7 @@ def test_libcst_command_fails_the_files_of_a_project_whose_settings_are_broken(t
     libcst = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
                                 "codemods.gradmode.FixInferenceMode", ".", cwd=tmp_path)
     assert libcst.returncode == 1 and "Failed to codemod 1 files" in libcst.stderr, libcst
-    assert "gradmode: error: " in libcst.stderr and "sub/pyproject.toml" in libcst.stderr, libcst
+    assert "ProjectConfigError: " in libcst.stderr and "sub/pyproject.toml" in libcst.stderr, libcst
     assert (tmp_path / "sub" / "warm.py").read_text() == WARM_LOOSE
     assert "inference_mode" not in (tmp_path / "warm.py").read_text()
 
@@ -532,11 +532,12 @@ def test_a_folder_given_whose_own_settings_are_broken_is_one_error_line(tmp_path
                      "bad/pyproject.toml": "[tool.gradmode]\nignore = 5\n", "bad/warm.py": WARM_LOOSE,
                      "mid/pyproject.toml": "[tool.gradmode]\n", "mid/m.py": "x = 1\n",
                      "mid/inner/pyproject.toml": "[project\n", "mid/inner/m.py": "x = 1\n"})
-    proc = _without_cache_env(*front_end, "good", "bad", cwd=tmp_path)
-    assert proc.returncode == 2 and ("GM101" in proc.stdout or "+++ b/good/warm.py" in proc.stdout), proc
-    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
-    assert errors == [f"{os.path.join('bad', 'pyproject.toml')}: error: [tool.gradmode] ignore must be a list of "
-                      "strings"], proc
+    for order in (["good", "bad"], ["bad", "good"], ["bad/warm.py", "good"]):  # the first path's config was
+        proc = _without_cache_env(*front_end, *order, cwd=tmp_path)             # checked before the run
+        assert proc.returncode == 2 and ("GM101" in proc.stdout or "+++ b/good/warm.py" in proc.stdout), proc
+        errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+        assert len(errors) == 1 and "bad" in errors[0] and errors[0].endswith(
+            "[tool.gradmode] ignore must be a list of strings"), proc
     proc = _without_cache_env(*front_end, ".", "mid", str(tmp_path / "mid"), cwd=tmp_path)
     errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
     assert len(errors) == 2 and sum("inner" in line for line in errors) == 1, proc
@@ -554,3 +555,21 @@ def test_libcst_command_takes_each_files_settings_not_the_cwds(tmp_path):
         libcst = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
                                     "codemods.gradmode.FixInferenceMode", str(target), cwd=tmp_path / cwd)
         assert libcst.returncode == 0 and "inference_mode" not in target.read_text(), libcst
+
+
+def test_libcst_command_options_change_the_analysis_as_the_codemods_do(tmp_path):
+    """--gradmode-config and --select only filtered the findings made under each project's own
+    settings: a config serving under inference mode still had warm paths fixed; --select could not
+    reach past a project's own select. Now they act as `python -m lints.codemod`'s --config and --select."""
+    warm = WARM_LOOSE + "@torch.inference_mode()\ndef autotune(model):\n    model()\n"
+    files = {"proj/.git/x": "", "proj/pyproject.toml": '[tool.gradmode]\nselect = ["GM101"]\n', "proj/warm.py": warm}
+    given = tmp_path / "serving.toml"
+    given.write_text('[tool.gradmode]\nserving-grad-mode = "inference_mode"\n')
+    for options, fixed in ((["--gradmode-config", str(given)], None), (["--select", "GM102"], "GM102"), ([], "GM101")):
+        _tree(tmp_path, files)
+        libcst = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
+                                    "codemods.gradmode.FixInferenceMode", *options, "proj", cwd=tmp_path)
+        assert libcst.returncode == 0, libcst
+        text = (tmp_path / "proj" / "warm.py").read_text()
+        assert ("with torch.inference_mode()" not in text) == (fixed == "GM101"), (options, text)
+        assert ("@torch.inference_mode()" not in text) == (fixed == "GM102"), (options, text)
