@@ -458,10 +458,13 @@ def _main(argv: Optional[Sequence[str]]) -> int:
                                      args.max_file_size) if any(f.fixes for f in found) else None
     options = FixOptions(groups[0][0], args.style, args.unsafe_fixes, write=not (args.check or args.diff),
                          diff=args.diff, max_bytes=args.max_file_size, findings=by_path, imported=imported)
+    # a file without findings has nothing to fix: it is not read again (handing each file of a large
+    # tree to the workers, with the options, took 6 s on sglang 0.5.15)
+    to_fix = [f for f in files if by_path.get(f)]
     progress = Progress("gradmode-fix: fixing")
-    progress.start(len(files))
+    progress.start(len(to_fix))
     try:
-        outcomes = run_jobs(functools.partial(fix_file, options=options), files, jobs, progress.advance,
+        outcomes = run_jobs(functools.partial(fix_file, options=options), to_fix, jobs, progress.advance,
                             on_crash=_crashed)
     finally:
         progress.close()

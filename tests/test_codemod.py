@@ -551,3 +551,26 @@ def test_a_loose_files_folder_with_hostile_entries_is_scanned_safely(tmp_path):
     assert fix.returncode == 0 and "Traceback" not in fix.stderr, fix.stderr
     fixed = (tmp_path / "main.py").read_text()
     assert fixed.startswith("from torch import inference_mode\n") and run_warmup(fixed) == (True, False)
+
+
+def test_the_fixer_reads_again_only_the_files_with_findings(tmp_path, monkeypatch):
+    """Every file of the project went to the fixer's workers, each with the options (the project's
+    findings and imports): 6 s of a warm 7 s codemod run on sglang 0.5.15, for 3 files to fix."""
+    from lints import codemod
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "warm.py").write_text("import torch\ndef warmup(model):\n    with torch.inference_mode():\n"
+                                      "        model()\n")
+    (tmp_path / "other.py").write_text("def f():\n    return 1\n")
+    fixed = []
+    real_fix_file = codemod.fix_file
+
+    def counting_fix_file(path, options):
+        fixed.append(os.path.basename(path))
+        return real_fix_file(path, options)
+
+    monkeypatch.setattr(codemod, "fix_file", counting_fix_file)
+    with chdir(tmp_path):
+        assert codemod._main(["-q", "--no-cache", "-j", "1", "."]) == 0
+    assert fixed == ["warm.py"]
+    assert "inference_mode" not in (tmp_path / "warm.py").read_text()
