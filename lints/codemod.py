@@ -27,8 +27,8 @@ from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, con
                   internal_error, tolerant_output)
 from .options import Config, ConfigError, default_cache_dir
 from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_files
-from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, default_jobs, is_read_only, read_source,
-                    remove_in_flight_temps, run_jobs, source_lines, walks_shared, write_file)
+from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, collector_paused, default_jobs, is_read_only,
+                    read_source, remove_in_flight_temps, run_jobs, source_lines, walks_shared, write_file)
 from .fixer import STYLES, fix_source, node_positions
 from .limits import source_limits_error
 from .progress import Progress
@@ -161,7 +161,8 @@ def names_imported_elsewhere(run, config: Config, jobs: int = 1, max_bytes: int 
             else project_files(run.root, config, run.files, max_bytes=max_bytes)
         summaries = collect_summaries(entries, jobs, cache, max_bytes)[0].values()
     try:
-        return _imported_names(list(summaries))
+        with collector_paused():  # sets over every import beside millions of live summary objects
+            return _imported_names(list(summaries))
     except (KeyError, TypeError, AttributeError, ValueError):  # a cached summary garbled (the cache is the checkout's)
         return {}  # not known: every import stays
 

@@ -574,3 +574,28 @@ def test_the_fixer_reads_again_only_the_files_with_findings(tmp_path, monkeypatc
         assert codemod._main(["-q", "--no-cache", "-j", "1", "."]) == 0
     assert fixed == ["warm.py"]
     assert "inference_mode" not in (tmp_path / "warm.py").read_text()
+
+
+def test_the_imports_a_fix_keeps_are_gathered_with_the_collector_paused(tmp_path, monkeypatch):
+    """With the collector on, gathering them beside the project's live summaries took 1.6 s of a
+    4.3 s editor run (`--format json --stdin-filename`) on sglang 0.5.15, against 0.17 s."""
+    import gc
+
+    from lints import codemod
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "warm.py").write_text("import torch\ndef warmup(model):\n    with torch.inference_mode():\n"
+                                      "        model()\n")
+    run = lint(tmp_path)
+    assert run.analysis is not None
+    collector_on = []
+    real = codemod._imported_names
+
+    def recording(summaries):
+        collector_on.append(gc.isenabled())
+        return real(summaries)
+
+    monkeypatch.setattr(codemod, "_imported_names", recording)
+    assert gc.isenabled()
+    names_imported_elsewhere(run, Config())
+    assert collector_on == [False] and gc.isenabled()
