@@ -798,8 +798,9 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                                 read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes)
     # results are saved with summaries: without any, they cannot be a hit
     complete = all(entry.key is not None for entry in entries)
-    cached = cache.results(_digest(config, entries, max_bytes)) \
-        if cache is not None and not overrides and complete else None
+    # a text given in place of a file is in the digest by its content: an editor's buffer that is
+    # the file as saved reuses the run's result; results are saved only for the files as they are
+    cached = cache.results(_digest(config, entries, max_bytes)) if cache is not None and complete else None
     analysis = None
     if cached is not None:
         try:
