@@ -265,7 +265,7 @@ def _scripts_importing(folder: str, names: set[str], skip: set[str], max_bytes: 
 
 def loose_entries(members: list[str], folder: str, overrides: dict[str, str], max_bytes: int) -> list[_Entry]:
     """The entries of a loose project (``_loose_project``), module names counted from ``folder``."""
-    return [_Entry(p, *module_name_for(p, folder), file_key(source_from_text(p, overrides[p]).raw) if p in overrides
+    return [_Entry(p, *module_name_for(p, folder), text_key(p, overrides[p], max_bytes) if p in overrides
                    else content_key(p, max_bytes)) for p in members]
 
 
@@ -305,6 +305,16 @@ def _display_root(root: str, paths: Sequence[str]) -> str:
 
 def file_key(raw: bytes) -> str:
     return hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def text_key(path: str, text: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The key of ``text`` given in place of the file at ``path`` (an editor's buffer): the file's own
+    key when the file holds that very text, so that a buffer as saved reuses the run's result; else a
+    key no file's bytes can have (a buffer's UTF-8 may be a file's bytes under another coding cookie)."""
+    on_disk = read_source(path, max_bytes)
+    if not isinstance(on_disk, FileError) and on_disk.text == text:
+        return file_key(on_disk.raw)
+    return "text-" + file_key(text.encode("utf-8", "surrogatepass"))
 
 
 class SummaryCache:
@@ -616,7 +626,7 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
     for path in files:
         module, is_package = module_name_for(path, base)
         if overrides and path in overrides:
-            key: Optional[str] = file_key(source_from_text(path, overrides[path]).raw)
+            key: Optional[str] = text_key(path, overrides[path], max_bytes)
         elif not read_keys:
             key = None
         else:
@@ -791,7 +801,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         entries = loose_entries(members, os.path.abspath(found), overrides, max_bytes)
     elif alone:
         base = import_root(os.path.dirname(os.path.abspath(requested[0])) if requested else root)
-        entries = [_Entry(p, *module_name_for(p, base), file_key(source_from_text(p, overrides[p]).raw) if p in overrides
+        entries = [_Entry(p, *module_name_for(p, base), text_key(p, overrides[p], max_bytes) if p in overrides
                           else "") for p in requested]
     else:
         entries = project_files(root, config, requested, overrides,

@@ -565,3 +565,23 @@ def test_an_editors_buffer_as_saved_reuses_the_result_and_an_edited_one_does_not
     assert same.analysis is None and [(f.line, f.code) for f in same.findings] == [(3, "GM101")]
     assert edited.analysis is not None and edited.findings == []
     assert again.analysis is None  # the edited buffer's result was not saved over the files' own
+
+
+def test_a_buffer_whose_utf8_is_the_files_bytes_under_another_cookie_is_not_the_file(tmp_path):
+    """The buffer was keyed by its UTF-8 bytes, the file by its own: under a latin-1 cookie the file's
+    bytes `C3 A9` read as two characters, the buffer's `é` as one, yet both had one key, and the
+    buffer got the file's finding with the file's columns."""
+    root = write_package(tmp_path / "repo", {})
+    (root / "pyproject.toml").write_text("[tool.gradmode]\n")
+    head = b"# -*- coding: latin-1 -*-\nimport torch\ndef warmup(model):\n    s = '"
+    tail = b"'; ctx = torch.inference_mode()\n    with ctx:\n        model()\n"
+    (root / "warm.py").write_bytes(head + b"\xc3\xa9\xc3\xa9" + tail)
+    buffer = (head + b"\xe9\xe9" + tail).decode("latin-1")
+    cache = tmp_path / "cache"
+    _, on_disk = _findings(root, cache_dir=cache)
+    with chdir(root):
+        edited = lint_project(["warm.py"], Config(), cache_dir=cache, overrides={"warm.py": buffer})
+        fresh = lint_project(["warm.py"], Config(), use_cache=False, overrides={"warm.py": buffer})
+    assert [(f.line, f.col) for f in on_disk.findings] == [(4, 22)]
+    assert edited.analysis is not None
+    assert [(f.line, f.col) for f in edited.findings] == [(f.line, f.col) for f in fresh.findings] == [(4, 20)]
