@@ -231,19 +231,23 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
         diff = "".join(difflib.unified_diff(source_lines(source.text), source_lines(fixed),
                                             fromfile=_diff_label("a", path), tofile=_diff_label("b", path)))
     if options.write:
+        # not written: every finding of the file is still there
+        unfixed = tuple(options.findings.get(path, ())) if options.findings is not None else ()
         if is_read_only(path):
-            return FixOutcome(path, diff=diff, remaining=tuple(remaining),
+            return FixOutcome(path, diff=diff, remaining=unfixed,
                               error="read-only file: fixes available but not written")
         try:
             data = fixed.encode(source.encoding)
         except (UnicodeEncodeError, LookupError) as exc:
-            return FixOutcome(path, error=f"cannot encode the fix as {source.encoding}: {exc}; file left unchanged")
+            return FixOutcome(path, remaining=unfixed,
+                              error=f"cannot encode the fix as {source.encoding}: {exc}; file left unchanged")
         try:
             write_file(path, data, expected=source.raw)
         except FileChangedError as exc:
-            return FixOutcome(path, error=f"not written: {exc.strerror}; file left as it is now")
+            return FixOutcome(path, remaining=unfixed, error=f"not written: {exc.strerror}; file left as it is now")
         except OSError as exc:
-            return FixOutcome(path, error=f"cannot write: {exc.strerror or exc}; file left unchanged")
+            return FixOutcome(path, remaining=unfixed,
+                              error=f"cannot write: {exc.strerror or exc}; file left unchanged")
     return FixOutcome(path, changed=True, diff=diff, remaining=tuple(remaining))
 
 

@@ -214,6 +214,10 @@ def test_cli_read_only_file_reported_not_changed(tmp_path):
     assert proc.returncode == 2
     assert f"{path}: error: read-only file" in proc.stderr
     assert path.read_text() == BUGGY and stat.S_IMODE(path.stat().st_mode) == 0o444
+    # nothing was written: every finding is left (it said "0 finding(s) left")
+    found = run_module("lints", "--format", "concise", "--no-cache", str(path), cwd=tmp_path)
+    count = len([line for line in found.stdout.splitlines() if " GM" in line])
+    assert count and f", {count} finding(s) left" in proc.stderr, (found.stdout, proc.stderr)
 
 
 def test_cli_no_files_is_clean(tmp_path):
