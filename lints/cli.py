@@ -193,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stdin-filename", metavar="PATH",
                         help="with PATH `-`: the file name the text read from stdin stands for")
     parser.add_argument("--fix", action="store_true", help="apply the safe fixes (runs `python -m lints.codemod`)")
+    parser.add_argument("--unsafe-fixes", action="store_true", help="with --fix: also apply the fixes marked unsafe")
     parser.add_argument("--add-noqa", action="store_true",
                         help="append `# noqa: CODE` to every line with a finding (adopting the tool on old code)")
     parser.add_argument("--baseline", type=Path, metavar="FILE",
@@ -261,6 +262,8 @@ def _fix(args: argparse.Namespace) -> int:
             argv += [action.option_strings[0], str(one)]
     if args.quiet:
         argv.append("--quiet")
+    if args.unsafe_fixes:
+        argv.append("--unsafe-fixes")
     if args.no_cache:
         argv.append("--no-cache")
     if args.cache_dir is not None:
@@ -318,6 +321,9 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     args = parser.parse_args(argv)
     if args.fix:
         return _fix(args)
+    if args.unsafe_fixes:
+        print("gradmode-lint: error: --unsafe-fixes is for --fix", file=sys.stderr)
+        return EXIT_ERROR
     if not args.paths:
         try:  # a bad option or config is an error even with no files (with files, each path's own is)
             config_from_args(args)

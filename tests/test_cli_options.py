@@ -217,3 +217,16 @@ def test_a_folder_given_is_walked_once_per_run_and_afresh_by_the_next(tmp_path, 
     assert main(args) == 1
     assert walks.count(str(root)) == 2, walks
     assert "eng/new.py" in capsys.readouterr().out
+
+
+def test_fix_takes_unsafe_fixes_as_ruff_does(tmp_path):
+    """`gradmode-lint --fix --unsafe-fixes` was refused as an unknown argument: only the codemod took it."""
+    root = write_package(tmp_path / "repo", {"eng/run.py": (
+        "import torch\ndef warmup(model):\n    model()\ndef run(model):\n"
+        "    with torch.inference_mode():\n        warmup(model)\n        model()\n")})
+    safe_only = run_script("gradmode-lint", "--fix", "--no-cache", "eng/run.py", cwd=root)
+    assert safe_only.returncode == 1 and "inference_mode" in (root / "eng" / "run.py").read_text(), safe_only
+    unsafe = run_script("gradmode-lint", "--fix", "--unsafe-fixes", "--no-cache", "eng/run.py", cwd=root)
+    assert unsafe.returncode == 0 and "inference_mode" not in (root / "eng" / "run.py").read_text(), unsafe
+    alone = run_script("gradmode-lint", "--unsafe-fixes", "eng/run.py", cwd=root)
+    assert alone.returncode == 2 and "--unsafe-fixes is for --fix" in alone.stderr, alone
