@@ -127,8 +127,8 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
                 out.append((config_for(members[0]), members))
             except ConfigError as exc:
                 broken.extend((path, exc) for path in members)
-    if broken and not out:
-        raise broken[0][1]  # nothing can be linted: the config's own error, once
+    if broken and not out:  # nothing can be linted: each config's own error, once
+        raise ConfigError("\n".join(dict.fromkeys(str(exc) for _, exc in broken)))
     errors += [_config_error(path, exc) for path, exc in broken]
     once: dict[str, FileError] = {}  # folders given that overlap find the same broken config again
     for error in errors:
@@ -355,7 +355,8 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         try:
             groups, errors = configs_for_paths(args, paths)
         except ConfigError as exc:
-            print(f"gradmode-lint: error: {exc}", file=sys.stderr)
+            for line in str(exc).splitlines():  # one per broken config
+                print(f"gradmode-lint: error: {line}", file=sys.stderr)
             return EXIT_ERROR
         findings, nfiles = [], 0
         run_configs: list[tuple] = []

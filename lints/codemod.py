@@ -434,7 +434,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         groups, config_errors = configs_for_paths(args, list(args.paths)) if args.paths \
             else ([(config_from_args(args), [])], [])
     except ConfigError as exc:
-        print(f"gradmode-fix: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():  # one per broken config
+            print(f"gradmode-fix: error: {line}", file=sys.stderr)
         return EXIT_ERROR
     if not args.paths:
         if not args.quiet:

@@ -541,6 +541,10 @@ def test_a_folder_given_whose_own_settings_are_broken_is_one_error_line(tmp_path
     proc = _without_cache_env(*front_end, ".", "mid", str(tmp_path / "mid"), cwd=tmp_path)
     errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
     assert len(errors) == 2 and sum("inner" in line for line in errors) == 1, proc
+    proc = _without_cache_env(*front_end, "bad", "mid/inner", "bad", cwd=tmp_path)  # nothing to lint: each error
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    assert proc.returncode == 2 and len(errors) == 2, proc
+    assert "ignore must be a list" in errors[0] and "cannot read config" in errors[1], proc
 
 
 def test_libcst_command_takes_each_files_settings_not_the_cwds(tmp_path):
