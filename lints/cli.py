@@ -128,12 +128,24 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
             except ConfigError as exc:
                 broken.extend((path, exc) for path in members)
     if broken and not out:  # nothing can be linted: each config's own error, once
-        raise ConfigError("\n".join(dict.fromkeys(str(exc) for _, exc in broken)))
+        raise EveryConfigBroken(list({str(exc): exc for _, exc in broken}.values()))
     errors += [_config_error(path, exc) for path, exc in broken]
     once: dict[str, FileError] = {}  # folders given that overlap find the same broken config again
     for error in errors:
         once.setdefault(os.path.abspath(error.path), error)
     return out, list(once.values())
+
+
+class EveryConfigBroken(ConfigError):
+    """No path given can be linted: the error of each broken config (``errors``)."""
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        super().__init__(str(errors[0]))
+        self.errors = errors
+
+
+def errors_of(exc: ConfigError) -> list[ConfigError]:
+    return exc.errors if isinstance(exc, EveryConfigBroken) else [exc]
 
 
 def _config_error(path: str, exc: ConfigError) -> FileError:
@@ -248,7 +260,7 @@ def _fix(args: argparse.Namespace) -> int:
     report_options = (("--format", args.format not in ("text", "concise")), ("--statistics", args.statistics),
                       ("--output", args.output), ("--baseline", args.baseline),
                       ("--write-baseline", args.write_baseline), ("--add-noqa", args.add_noqa),
-                      ("-", args.paths == ["-"]))
+                      ("-", "-" in args.paths), ("--stdin-filename", args.stdin_filename))
     refused = [flag for flag, given in report_options if given]
     if refused:
         print(f"gradmode-lint: error: --fix does not take {', '.join(refused)} (fix first, then lint)", file=sys.stderr)
@@ -355,8 +367,8 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         try:
             groups, errors = configs_for_paths(args, paths)
         except ConfigError as exc:
-            for line in str(exc).splitlines():  # one per broken config
-                print(f"gradmode-lint: error: {line}", file=sys.stderr)
+            for each in errors_of(exc):
+                print(f"gradmode-lint: error: {each}", file=sys.stderr)
             return EXIT_ERROR
         findings, nfiles = [], 0
         run_configs: list[tuple] = []

@@ -24,7 +24,7 @@ import libcst as cst
 
 from . import __version__
 from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args, configs_for_paths,
-                  internal_error, tolerant_output)
+                  errors_of, internal_error, tolerant_output)
 from .options import Config, ConfigError, default_cache_dir
 from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_files
 from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, collector_paused, default_jobs, is_read_only,
@@ -434,8 +434,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         groups, config_errors = configs_for_paths(args, list(args.paths)) if args.paths \
             else ([(config_from_args(args), [])], [])
     except ConfigError as exc:
-        for line in str(exc).splitlines():  # one per broken config
-            print(f"gradmode-fix: error: {line}", file=sys.stderr)
+        for each in errors_of(exc):
+            print(f"gradmode-fix: error: {each}", file=sys.stderr)
         return EXIT_ERROR
     if not args.paths:
         if not args.quiet:

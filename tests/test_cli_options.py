@@ -68,6 +68,9 @@ def test_fix_takes_the_shared_options_as_parsed_and_refuses_report_options(tmp_p
     root = _project(tmp_path)
     refused = run_script("gradmode-lint", "--fix", "-o", "report.txt", "eng/warm.py", cwd=root)
     assert refused.returncode == 2 and "--fix does not take --output" in refused.stderr, refused
+    for stdin in (["-", "eng/warm.py"], ["--stdin-filename", "eng/x.py", "eng/warm.py"]):  # fixed the file,
+        refused = run_script("gradmode-lint", "--fix", *stdin, cwd=root)                 # or dropped the option
+        assert refused.returncode == 2 and "--fix does not take " in refused.stderr, refused
     assert "inference_mode" in (root / "eng" / "warm.py").read_text() and not (root / "report.txt").exists()
     ignored = run_script("gradmode-lint", "--fix", "--format", "concise", "--no-cache", "--ignore", "GM101",
                          "-j", "1", "eng/warm.py", cwd=root)
