@@ -57,6 +57,7 @@ class FixOutcome:
     diff: str = ""
     remaining: tuple[Finding, ...] = ()
     error: Optional[str] = None
+    refused: tuple[Finding, ...] = ()  # fixable, but the module uses a name the fix would write
 
 
 @dataclasses.dataclass
@@ -84,9 +85,10 @@ def _parse_for_fixing(source: SourceFile, parsed: Optional[ParsedSource]) -> Par
     return parsed
 
 
-def fix_text(source: SourceFile, options: FixOptions, parsed: Optional[ParsedSource] = None
-             ) -> tuple[Optional[str], list[Finding], Optional[str]]:
-    """(new text or None, findings the fix leaves, error). Pure: writes nothing.
+def fix_text(source: SourceFile, options: FixOptions, parsed: Optional[ParsedSource] = None,
+             refused: Optional[list[Finding]] = None) -> tuple[Optional[str], list[Finding], Optional[str]]:
+    """(new text or None, findings the fix leaves, error). Pure: writes nothing. ``refused`` gets the
+    findings whose fix was not applied because the module uses a name it would write (``plans_for``).
 
     The findings come from the whole-project run (``options.findings``); the text is parsed with
     libcst only when one of them has a fix to apply (into ``parsed``, when given, for the next call
@@ -111,7 +113,7 @@ def fix_text(source: SourceFile, options: FixOptions, parsed: Optional[ParsedSou
     if parsed.nodes is None:
         parsed.nodes = node_positions(module)
     unbound: list = []
-    refused: list[Finding] = []
+    refused = refused if refused is not None else []
     fixed_module = fix_source(module, applicable, options.style, options.unsafe_fixes, unbound=unbound,
                               refused=refused,
                               imported_elsewhere=imported.get(file_identity(source.path)) if imported else None,
@@ -206,12 +208,17 @@ def _imported_names(summaries: list[dict]) -> dict:
     return out
 
 
+REFUSED_WHY = ("its fix writes `torch.no_grad()` or `contextlib.nullcontext()`, and this module uses that name "
+               "for something else")
+
+
 def fix_file(path: str, options: FixOptions) -> FixOutcome:
     source = read_source(path, options.max_bytes)
     if isinstance(source, FileError):
         return FixOutcome(path, error=source.message)
+    refused: list[Finding] = []
     try:
-        fixed, remaining, error = fix_text(source, options)
+        fixed, remaining, error = fix_text(source, options, refused=refused)
         if error is None and fixed is not None:
             fixed, error = _keep_unrelated_bytes(source.text, fixed, source.path)
     except Exception as exc:  # one bad file must not stop the run
@@ -225,7 +232,7 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
     if error is not None:
         return FixOutcome(path, error=error)
     if fixed is None:
-        return FixOutcome(path, remaining=tuple(remaining))
+        return FixOutcome(path, remaining=tuple(remaining), refused=tuple(refused))
     diff = ""
     if options.diff:
         diff = "".join(difflib.unified_diff(source_lines(source.text), source_lines(fixed),
@@ -248,7 +255,7 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
         except OSError as exc:
             return FixOutcome(path, remaining=unfixed,
                               error=f"cannot write: {exc.strerror or exc}; file left unchanged")
-    return FixOutcome(path, changed=True, diff=diff, remaining=tuple(remaining))
+    return FixOutcome(path, changed=True, diff=diff, remaining=tuple(remaining), refused=tuple(refused))
 
 
 def _keep_unrelated_bytes(original: str, fixed: str, path: str, roundtrip: Optional[str] = None
@@ -483,6 +490,10 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             sys.stdout.write(outcome.diff)
     if not args.quiet and remaining:
         sys.stdout.write(render_text(remaining))
+    for outcome in outcomes if not args.quiet else ():  # the linter called them fixable: say why not
+        for f in outcome.refused:
+            # named by its message: the lines above it may have moved with the other fixes
+            print(f"{f.path}: {f.code} {f.message}: not fixed: {REFUSED_WHY}", file=sys.stderr)
     failures = [str(e) for e in errors] + [f"{o.path}: error: {o.error}" for o in outcomes if o.error]
     for line in failures:
         print(line, file=sys.stderr)

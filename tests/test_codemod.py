@@ -603,3 +603,18 @@ def test_the_imports_a_fix_keeps_are_gathered_with_the_collector_paused(tmp_path
     assert gc.isenabled()
     names_imported_elsewhere(run, Config())
     assert collector_on == [False] and gc.isenabled()
+
+
+def test_a_fix_refused_for_a_name_the_module_uses_otherwise_says_why(tmp_path):
+    """The linter tags it fixable; the codemod left it with no reason and exit 1, so a user could
+    rerun it forever (here a parameter named `torch` in another function refuses `@torch.no_grad()`)."""
+    (tmp_path / ".git").mkdir()
+    path = tmp_path / "w.py"
+    path.write_text("from torch import inference_mode\ndef warmup(model, torch=None):\n    with inference_mode():\n"
+                    "        model()\n@inference_mode()\ndef warmup2(model):\n    model()\n")
+    proc = run_module("lints.codemod", "--no-cache", "w.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc
+    assert ("w.py: GM102 `@inference_mode()` in warm path `warmup2()`: not fixed: its fix writes `torch.no_grad()`"
+            in proc.stderr), proc.stderr
+    text = path.read_text()
+    assert "with inference_mode()" not in text and "@inference_mode()" in text
