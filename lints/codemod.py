@@ -29,7 +29,7 @@ from .options import Config, ConfigError, default_cache_dir
 from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_files
 from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, collector_paused, default_jobs, is_read_only,
                     read_source, remove_in_flight_temps, run_jobs, source_lines, walks_shared, write_file)
-from .fixer import STYLES, fix_source, node_positions
+from .fixer import REFUSED_WHY, STYLES, fix_source, node_positions
 from .limits import source_limits_error
 from .progress import Progress
 from .model import FileError, Finding
@@ -206,10 +206,6 @@ def _imported_names(summaries: list[dict]) -> dict:
             names = {name for name, importer in children.get(module, ()) if importer != module}
             out[identity] = frozenset(names | out.get(identity, frozenset()))
     return out
-
-
-REFUSED_WHY = ("its fix writes `torch.no_grad()` or `contextlib.nullcontext()`, and this module uses that name "
-               "for something else")
 
 
 def fix_file(path: str, options: FixOptions) -> FixOutcome:

@@ -67,6 +67,11 @@ def node_positions(module: cst.Module) -> _Nodes:
     return nodes
 
 
+# Why ``plans_for`` refuses a fix (said by the codemod: the linter, from summaries, calls it fixable).
+REFUSED_WHY = ("its fix writes `torch.no_grad()` or `contextlib.nullcontext()`, and this module uses that name "
+               "for something else")
+
+
 def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: bool,
               unbound: Optional[list[Fix]] = None, style: str = "remove",
               refused: Optional[list[Finding]] = None, nodes: Optional[_Nodes] = None) -> list[FixPlan]:
