@@ -577,3 +577,11 @@ def test_libcst_command_options_change_the_analysis_as_the_codemods_do(tmp_path)
         text = (tmp_path / "proj" / "warm.py").read_text()
         assert ("with torch.inference_mode()" not in text) == (fixed == "GM101"), (options, text)
         assert ("@torch.inference_mode()" not in text) == (fixed == "GM102"), (options, text)
+
+
+def test_libcst_command_refuses_an_unknown_code_in_select_and_changes_nothing(tmp_path):
+    _tree(tmp_path, {"proj/.git/x": "", "proj/warm.py": WARM_LOOSE})
+    libcst = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
+                                "codemods.gradmode.FixInferenceMode", "--select", "GM1O1", "proj", cwd=tmp_path)
+    assert libcst.returncode != 0 and "unknown rule code(s): GM1O1" in libcst.stderr, libcst
+    assert (tmp_path / "proj" / "warm.py").read_text() == WARM_LOOSE
