@@ -16,12 +16,12 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence, Union
+from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from . import __version__
 from .options import Config, ConfigError, declares_config, load_config
-from .files import (MAX_FILE_BYTES, SourceFile, collector_paused, discover, excluded_below, in_forked_child,
-                    read_source, run_jobs, source_from_text, text_reader)
+from .files import (MAX_FILE_BYTES, HandOver, SourceFile, collector_paused, discover, excluded_below,
+                    in_forked_child, read_source, run_jobs, source_from_text, text_reader)
 from .model import FileError, Finding, Fix
 from .noqa import without_suppressed
 from .summary import SCHEMA, import_root, module_name_for, parse_quietly, relative_import_base, summarize
@@ -341,6 +341,7 @@ class SummaryCache:
         self._entries: Optional[dict[str, list]] = None
         self._base: Optional[str] = None  # the id of the summaries.json read
         self._changed: set[str] = set()  # paths whose entry differs from that file's
+        self._texts: dict[str, str] = {}  # path -> its summary as JSON text, where a worker encoded it
         self._dirty = False
         self.reused = 0  # summaries this run took from the cache
 
@@ -390,9 +391,15 @@ class SummaryCache:
     def forget(self) -> None:
         """Drop every entry read: the run summarises each file afresh and rewrites the whole file."""
         self._entries, self._base, self._changed, self.reused = {}, None, set(), 0
+        self._texts = {}
 
-    def put(self, path: str, key: str, summary: dict) -> None:
+    def put(self, path: str, key: str, summary: dict, text: Optional[str] = None) -> None:
+        """Record ``summary``; ``text``, its JSON encoding, where it was made already."""
         self._load()[path] = [key, summary]
+        if text is not None:
+            self._texts[path] = text
+        else:
+            self._texts.pop(path, None)
         self._changed.add(path)
         self._dirty = True
 
@@ -401,13 +408,17 @@ class SummaryCache:
         entries = self._load()
         for path in [p for p in entries if p not in live]:
             del entries[path]
+            self._texts.pop(path, None)
             self._changed.add(path)
             self._dirty = True
 
     def save(self, background: bool = False) -> Callable[[], None]:
         """Write the summaries if any changed; returns the wait for the write. A few changes go to
-        summaries-changes.json; otherwise, with ``background``, a forked child writes them all while
-        this process analyses (on sglang 0.5.15 encoding them takes 0.7 s, as long as the analysis)."""
+        summaries-changes.json. Otherwise they are all written: the summaries workers handed back
+        are JSON text already (``put``'s ``text``), and the rest are encoded here or, with
+        ``background`` and many of them, by a forked child while this process analyses (on sglang
+        0.5.15 encoding them all takes 0.7 s, as long as the analysis; the child's copy-on-write
+        pages slowed the analysis beside it by a third)."""
         if self.path is None or not self._dirty:
             return _nothing
         self._dirty = False
@@ -417,24 +428,34 @@ class SummaryCache:
                                             "entries": {p: entries.get(p) for p in sorted(self._changed)}})
             return _nothing
         self._base, self._changed = os.urandom(8).hex(), set()
-        data = {"format": CACHE_FORMAT, "id": self._base, "entries": entries}
-        background = background and len(entries) >= self.BACKGROUND_MIN_ENTRIES
-        wait = in_forked_child(lambda: self._write_all(data)) if background else None
+        texts = self._texts
+        to_encode = len(entries) - len(texts)
+        background = background and to_encode > 0 and to_encode >= self.BACKGROUND_MIN_ENTRIES
+        wait = in_forked_child(lambda: self._write_all(entries, texts)) if background else None
         if wait is None:
-            self._write_all(data)
+            self._write_all(entries, texts)
+        self._texts = {}  # written (46 MB on sglang 0.5.15): they no longer match what a later change puts
         return wait or _nothing
 
-    def _write_all(self, data: dict) -> None:
+    def _write_all(self, entries: dict, texts: dict[str, str]) -> None:
+        def pieces() -> Iterator[str]:
+            yield f'{{"format":{encode_json(CACHE_FORMAT)},"id":{encode_json(self._base)},"entries":{{'
+            for n, (path, entry) in enumerate(entries.items()):
+                text = texts.get(path)
+                value = encode_json(entry) if text is None else f"[{encode_json(entry[0])},{text}]"
+                yield f'{"," if n else ""}{encode_json(path)}:{value}'
+            yield "}}"
+
         # The changes name the summaries.json replaced: once it is, they are dead. Until then (a
         # write that fails) they still amend the file on disk.
-        if self._write(self.path, data):
+        if self._write(self.path, pieces()):
             try:
                 self.changes_path.unlink()
             except OSError:
                 pass
 
-    def _write(self, target: Path, data: dict) -> bool:
-        """Write ``data`` to ``target`` whole or not at all; whether it was written."""
+    def _write(self, target: Path, data: Union[dict, Iterator[str]]) -> bool:
+        """Write ``data`` (or the JSON text it yields) to ``target`` whole or not at all; whether it was written."""
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             try:  # O_EXCL: never through a link there, dangling or not
@@ -445,13 +466,11 @@ class SummaryCache:
             else:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
                     handle.write("# Created by gradmode-lint\n*\n")
-            # One C-encoder call (json.dump is ~10x slower); the data is ours and acyclic, and not
-            # tracking every list for cycles takes a quarter off (sglang 0.5.15: 0.66 s against 0.87 s).
-            text = json.dumps(data, separators=(",", ":"), check_circular=False)
+            pieces = [encode_json(data)] if isinstance(data, dict) else data
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-cache-")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(text)
+                    handle.writelines(pieces)
                 os.replace(tmp, target)
                 return True
             except BaseException:
@@ -463,6 +482,12 @@ class SummaryCache:
         except OSError as exc:  # a read-only checkout still lints
             print(f"gradmode-lint: warning: cannot write cache {target}: {exc.strerror or exc}", file=sys.stderr)
             return False
+
+
+def encode_json(data) -> str:
+    """Our JSON: one C-encoder call (json.dump is ~10x slower); the data is ours and acyclic, and not
+    tracking every list for cycles takes a quarter off (sglang 0.5.15: 0.66 s against 0.87 s)."""
+    return json.dumps(data, separators=(",", ":"), check_circular=False)
 
 
 def cache_folder(root: str, cache_dir: Optional[Path], loose: bool = False) -> Optional[Path]:
@@ -565,6 +590,21 @@ class _Job:
 def _summarize_job(job: _Job) -> tuple[str, Union[dict, FileError]]:
     with collector_paused():
         return _summarize_file(job)
+
+
+def _pack_summary(result: tuple[str, Union[dict, FileError]]) -> tuple[str, Union[str, FileError]]:
+    """In a worker: a summary travels back as the JSON text the summaries cache holds. Encoding it
+    once serves the cache too, and decoding JSON costs the main process less than unpickling."""
+    key, summary = result
+    return key, encode_json(summary) if isinstance(summary, dict) else summary
+
+
+def _unpack_summary(packed: tuple[str, Union[str, FileError]]) -> tuple:
+    key, value = packed
+    return (key, json.loads(value), value) if isinstance(value, str) else packed
+
+
+SUMMARY_HAND_OVER = HandOver(_pack_summary, _unpack_summary)
 
 
 def _summarize_file(job: _Job) -> tuple[str, Union[dict, FileError]]:
@@ -681,20 +721,22 @@ def collect_summaries(entries: list[_Entry], jobs: int, cache: Optional[SummaryC
     if progress is not None:
         progress.start(len(todo))
     try:
-        results = run_jobs(_summarize_job, todo, jobs, progress.advance if progress is not None else None,
-                           on_crash=lambda j, why: ("", FileError(j.path, why)), weight=_job_weight,
-                           batch_weight=SUMMARY_BATCH_BYTES, min_weight=PARALLEL_MIN_BYTES)
+        with collector_paused():  # the summaries the workers hand back are millions of objects
+            results = run_jobs(_summarize_job, todo, jobs, progress.advance if progress is not None else None,
+                               on_crash=lambda j, why: ("", FileError(j.path, why)), weight=_job_weight,
+                               batch_weight=SUMMARY_BATCH_BYTES, min_weight=PARALLEL_MIN_BYTES,
+                               hand_over=SUMMARY_HAND_OVER)
     finally:
         if progress is not None:
             progress.close()
-    for job, entry, (key, result) in zip(todo, todo_entries, results):
+    for job, entry, (key, result, *text) in zip(todo, todo_entries, results):
         entry.key = key
         if isinstance(result, FileError):
             errors[job.path] = result
         else:
             summaries[job.path] = result
             if cache is not None and key:
-                cache.put(job.path, key, result)
+                cache.put(job.path, key, result, text[0] if text else None)
     if cache is not None:
         cache.prune(summaries)
     return summaries, errors

@@ -19,7 +19,7 @@ import threading
 import time
 import tokenize
 import traceback
-from typing import Callable, Iterable, Iterator, Optional, Sequence, TypeVar, Union
+from typing import Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, TypeVar, Union
 
 from .globs import path_match
 from .model import FileError
@@ -300,7 +300,8 @@ def _reap(pid: int) -> None:
 def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
              progress: Optional[Callable[[int], None]] = None,
              on_crash: Optional[Callable[[U, str], T]] = None,
-             weight: Optional[Callable[[U], int]] = None, batch_weight: int = 0, min_weight: int = 0) -> list[T]:
+             weight: Optional[Callable[[U], int]] = None, batch_weight: int = 0, min_weight: int = 0,
+             hand_over: Optional["HandOver"] = None) -> list[T]:
     """``[func(i) for i in items]``, in ``jobs`` processes when that pays; results in input order.
 
     The largest items first (by file size, or ``weight``), so that one worker does not end up with
@@ -310,7 +311,8 @@ def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
     not stop the run: the items it may have held are rerun one per process, and the one that kills
     its process again gets ``on_crash(item, why)`` (default: a ``FileError``) as its result.
     In-process (``jobs <= 1``, or items weighing less than ``min_weight`` in all: starting workers
-    would cost more) nothing guards against such a crash.
+    would cost more) nothing guards against such a crash. ``hand_over`` is how a pool worker's
+    results travel back (``HandOver``); in process they are used as they are.
     """
     sizes = [(weight or _weight)(item) for item in items] if jobs > 1 and len(items) > 1 else []
     if jobs <= 1 or len(items) < 2 or sum(sizes) < min_weight:
@@ -326,7 +328,8 @@ def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
     batch_weight = min(batch_weight, sum(sizes) // (8 * workers))
     results: dict[int, T] = {}
     while remaining:
-        lost = _pool_round(func, items, _batches(remaining, sizes, batch_weight), workers, results, progress)
+        lost = _pool_round(func, items, _batches(remaining, sizes, batch_weight), workers, results, progress,
+                           hand_over)
         # The items a dead worker may have held are those of the first tasks not done: the pool
         # hands out tasks in submission order and queues at most one beyond its workers.
         suspects = [i for task in lost[:workers + 1] for i in task]
@@ -354,8 +357,18 @@ def _batches(order: list[int], sizes: list[int], batch_weight: int) -> list[list
     return tasks
 
 
-def _apply_each(func: Callable[[U], T], items: list[U]) -> list[T]:
-    return [func(item) for item in items]
+class HandOver(NamedTuple):
+    """How a pool worker's results travel back: ``pack`` runs in the worker on each result, ``unpack``
+    in the main process on what arrives, as it arrives (while the workers go on)."""
+
+    pack: Callable
+    unpack: Callable
+
+
+def _apply_each(func: Callable[[U], T], items: list[U], pack: Optional[Callable] = None) -> list:
+    if pack is None:
+        return [func(item) for item in items]
+    return [pack(func(item)) for item in items]
 
 
 def _weight(item: object) -> int:
@@ -385,7 +398,8 @@ def _worker_init() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _pool_round(func, items, tasks: list[list[int]], workers: int, results: dict, progress) -> list[list[int]]:
+def _pool_round(func, items, tasks: list[list[int]], workers: int, results: dict, progress,
+                hand_over: Optional[HandOver] = None) -> list[list[int]]:
     """Run ``tasks`` (lists of item indices) in one pool; the tasks lost to a dead worker, in submission order."""
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_worker_init)
     lost: list[int] = []  # task numbers
@@ -393,7 +407,8 @@ def _pool_round(func, items, tasks: list[list[int]], workers: int, results: dict
         futures: dict[concurrent.futures.Future, int] = {}
         for n, task in enumerate(tasks):
             try:
-                futures[pool.submit(_apply_each, func, [items[i] for i in task])] = n
+                futures[pool.submit(_apply_each, func, [items[i] for i in task],
+                                    hand_over.pack if hand_over else None)] = n
             except concurrent.futures.process.BrokenProcessPool:
                 lost.extend(range(n, len(tasks)))
                 break
@@ -418,7 +433,7 @@ def _pool_round(func, items, tasks: list[list[int]], workers: int, results: dict
                 lost.append(n)
                 continue
             for i, value in zip(tasks[n], values):
-                results[i] = value
+                results[i] = hand_over.unpack(value) if hand_over else value
             if progress:
                 progress(len(values))
     except BaseException:  # Ctrl-C, SIGTERM (as SystemExit), or func's own exception

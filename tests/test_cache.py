@@ -159,6 +159,32 @@ def test_with_workers_the_summaries_are_written_by_a_child_and_reused(tmp_path, 
     assert warm == cold == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
 
 
+def test_summaries_from_workers_are_written_as_the_json_they_came_in_without_a_child(tmp_path, monkeypatch):
+    files = dict(BUGGY)
+    for n in range(30):
+        files[f"engine/other{n}.py"] = f"def f{n}(x):\n    return x.add_({n})\n"
+    root = write_package(tmp_path / "repo", files)
+    import lints.engine as engine
+
+    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)  # workers, small as the package is
+    monkeypatch.setattr(engine.SummaryCache, "BACKGROUND_MIN_ENTRIES", 0)
+    children = []
+    real = engine.in_forked_child
+    monkeypatch.setattr(engine, "in_forked_child", lambda work: children.append(work) or real(work))
+    cold, run = _findings(root, jobs=2)
+    # the workers encoded every summary: nothing is left to encode, so no child is forked for it
+    assert children == []
+    with_workers = json.loads((root / ".gradmode_cache" / "summaries.json").read_text())["entries"]
+    assert sorted(with_workers) == sorted(run.analysis.project.modules[m]["path"] for m in run.analysis.project.modules)
+    shutil.rmtree(root / ".gradmode_cache")
+    in_process, _ = _findings(root, jobs=1)
+    alone = json.loads((root / ".gradmode_cache" / "summaries.json").read_text())["entries"]
+    assert with_workers == alone and in_process == cold == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
+    (root / "engine" / "other3.py").write_text("def f3():\n    return 33\n")
+    warm, _ = _findings(root, jobs=2)  # the other summaries come from the file the workers' text made
+    assert warm == cold
+
+
 def test_files_the_summariser_refuses_do_not_spoil_the_result_cache(tmp_path):
     root = write_package(tmp_path / "repo", dict(BUGGY))
     (root / "engine" / "binary.py").write_bytes(b"x = 1\x00\n")  # NUL byte: refused, with one error line

@@ -255,6 +255,31 @@ def test_run_jobs_hands_back_cyclic_and_shared_results_as_they_were() -> None:
     assert all(value[0] is value[1] is value[2]["k"] for value in out)
 
 
+def _pid_of(item: str) -> tuple:
+    return item, os.getpid()
+
+
+def _pack_with_pid(value: tuple) -> tuple:
+    return ("packed", *value, os.getpid())
+
+
+def _unpack_with_pid(value: tuple) -> tuple:
+    return (*value, os.getpid())
+
+
+def test_run_jobs_hand_over_packs_in_the_worker_and_unpacks_in_the_main_process_as_results_arrive() -> None:
+    from lints.files import HandOver
+
+    hand_over = HandOver(_pack_with_pid, _unpack_with_pid)
+    out = run_jobs(_pid_of, ["a", "b", "c", "d"], 2, hand_over=hand_over)
+    me = os.getpid()
+    assert [value[:2] for value in out] == [("packed", item) for item in "abcd"]
+    for _, _, ran_in, packed_in, unpacked_in in out:
+        assert ran_in == packed_in != me and unpacked_in == me
+    # in process, results are used as they are
+    assert run_jobs(_pid_of, ["a", "b"], 1, hand_over=hand_over) == [("a", me), ("b", me)]
+
+
 def test_run_jobs_raises_what_the_job_raises() -> None:
     with pytest.raises(KeyError, match="bad"):
         run_jobs(_raises, ["a", "bad", "c"], 2)
