@@ -458,14 +458,7 @@ class SummaryCache:
         """Write ``data`` (or the JSON text it yields) to ``target`` whole or not at all; whether it was written."""
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            try:  # O_EXCL: never through a link there, dangling or not
-                fd = os.open(target.parent / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW
-                             | getattr(os, "O_CLOEXEC", 0), 0o666)
-            except FileExistsError:
-                pass  # ours, the user's or a link: left as it is
-            else:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write("# Created by gradmode-lint\n*\n")
+            ignore_in_git(target.parent)
             pieces = [encode_json(data)] if isinstance(data, dict) else data
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-cache-")
             try:
@@ -498,6 +491,17 @@ def cache_folder(root: str, cache_dir: Optional[Path], loose: bool = False) -> O
         name = hashlib.sha256(os.path.abspath(root).encode("utf-8", "surrogateescape")).hexdigest()[:16]
         return Path(cache_dir) / name
     return None if loose else project_cache_folder(root)
+
+
+def ignore_in_git(folder: Path) -> None:
+    """Give a cache folder a ``.gitignore`` of ``*`` (as ruff does), unless it has one; raises OSError."""
+    try:  # O_EXCL: never through a link there, dangling or not
+        fd = os.open(folder / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW
+                     | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except FileExistsError:
+        return  # ours, the user's or a link: left as it is
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("# Created by gradmode-lint\n*\n")
 
 
 def project_cache_folder(root: str) -> Optional[Path]:

@@ -96,6 +96,17 @@ def test_plugin_reports_same_as_cli_on_a_multi_module_package(tmp_path):
     assert keys(again.stdout) == expected
 
 
+def test_the_prefetch_lock_in_a_cache_folder_inside_a_repository_is_ignored_by_git(tmp_path):
+    write_package(tmp_path, PACKAGE)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    proc = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert list((tmp_path / ".gradmode_cache_test").glob("flake8-prefetch-*.lock"))  # run_module's cache folder
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    assert status and not [line for line in status if ".gradmode_cache" in line], status
+
+
 def test_plugin_messages_equal_cli_messages(tmp_path):
     shutil.copy(BUGGY, tmp_path / "b.py")
     proc = run_module("flake8", "--select", "GM", "b.py", cwd=tmp_path)
