@@ -475,6 +475,10 @@ class SummaryCache:
         except OSError as exc:  # a read-only checkout still lints
             print(f"gradmode-lint: warning: cannot write cache {target}: {exc.strerror or exc}", file=sys.stderr)
             return False
+        except (ValueError, RecursionError) as exc:  # a summary JSON cannot hold: the run goes on without a cache
+            print(f"gradmode-lint: warning: cannot write cache {target}: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+            return False
 
 
 def encode_json(data) -> str:
@@ -600,7 +604,12 @@ def _pack_summary(result: tuple[str, Union[dict, FileError]]) -> tuple[str, Unio
     """In a worker: a summary travels back as the JSON text the summaries cache holds. Encoding it
     once serves the cache too, and decoding JSON costs the main process less than unpickling."""
     key, summary = result
-    return key, encode_json(summary) if isinstance(summary, dict) else summary
+    if isinstance(summary, dict):
+        try:
+            return key, encode_json(summary)
+        except (ValueError, RecursionError):  # not JSON (nested too deep): pickled, as in process; not cached
+            pass
+    return result
 
 
 def _unpack_summary(packed: tuple[str, Union[str, FileError]]) -> tuple:

@@ -158,8 +158,7 @@ class _Summarizer:
             self._return(node.value, node, scope, True)
             return _UNKNOWN
         if kind is ast.Constant:
-            value = node.value
-            return ["k", value if isinstance(value, (bool, int, float, str)) or value is None else None]
+            return ["k", _plain_constant(node.value)]
         if kind is ast.BoolOp:
             return ["b", [self.expr(v, scope) for v in node.values]]
         if kind is ast.IfExp:
@@ -202,7 +201,7 @@ class _Summarizer:
         # getattr(x, "name") is x.name; with a default it is `x.name or default`
         if (isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) in (2, 3)
                 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
-                and not node.keywords):
+                and node.args[1].value.isidentifier() and not node.keywords):
             base = self.expr(node.args[0], scope)
             if base[0] == "n":
                 named = ["n", f"{base[1]}.{node.args[1].value}"]
@@ -256,7 +255,8 @@ class _Summarizer:
                 dotted = _dotted(sub)
                 if dotted:
                     names.add(dotted)
-            elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and len(sub.value) < 80:
+            elif (isinstance(sub, ast.Constant) and isinstance(sub.value, str) and len(sub.value) < 80
+                  and _plain_constant(sub.value) is not None):
                 names.add(f"'{sub.value}'")
         guards = scope.data["guards"]
         guards.append([sorted(names), scope.guards[-1] if scope.guards else -1, orelse, test.lineno])
@@ -462,6 +462,27 @@ def _push_children(node: ast.AST, stack: list) -> None:
             stack.extend(v for v in value if isinstance(v, ast.AST))
         elif isinstance(value, ast.AST):
             stack.append(value)
+
+
+def _plain_constant(value):
+    """``value`` if JSON gives it back as it is, else None (as for bytes, ``...`` and complex numbers).
+    Summaries travel and are cached as JSON: an int over 4300 digits cannot be written, and an escaped
+    surrogate pair comes back as one character, so the summary read would differ from the one made."""
+    if value is None or isinstance(value, (bool, float)):
+        return value
+    if isinstance(value, int):
+        return value if -_INT_LIMIT < value < _INT_LIMIT else None
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # a surrogate: no text Python reads in a file has one
+                return None
+        return value
+    return None
+
+
+_INT_LIMIT = 1 << 64
 
 
 def _dotted(node: ast.AST) -> Optional[str]:

@@ -185,6 +185,60 @@ def test_summaries_from_workers_are_written_as_the_json_they_came_in_without_a_c
     assert warm == cold
 
 
+def _with_and_without_workers(root, monkeypatch) -> list:
+    """Findings of cold runs in process and with workers, then of a warm run on the workers' cache."""
+    import lints.engine as engine
+
+    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)
+    runs = []
+    for jobs in (1, 2):
+        shutil.rmtree(root / ".gradmode_cache", ignore_errors=True)
+        runs.append(_findings(root, jobs=jobs)[0])
+    (root / "engine" / "other.py").write_text("y = 2\n")  # the rest comes from the summaries cache
+    runs.append(_findings(root, jobs=2)[0])
+    return runs
+
+
+def test_a_constant_json_cannot_hold_is_linted_and_cached_with_and_without_workers(tmp_path, monkeypatch):
+    # an int of over 4300 digits cannot be written as JSON: it stopped every run that wrote the cache
+    files = {**BUGGY, "engine/big.py": "def g():\n    return 0x" + "f" * 3600 + "\n", "engine/other.py": "y = 1\n"}
+    root = write_package(tmp_path / "repo", files)
+    cold, with_workers, warm = _with_and_without_workers(root, monkeypatch)
+    assert cold == with_workers == warm == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
+    assert "big.py" in (root / ".gradmode_cache" / "summaries.json").read_text()
+
+
+def test_an_escaped_surrogate_pair_names_no_function_with_or_without_workers(tmp_path, monkeypatch):
+    # JSON reads the escaped pair back as one character, the name of a function here: getattr with
+    # the two surrogates finds no such attribute, so no path may call it warm
+    files = {"engine/__init__.py": "",
+             "engine/m.py": "from engine import h\ndef warmup(model):\n    getattr(h, '\\ud800\\udc00')(model)\n",
+             "engine/h.py": "import torch\ndef \U00010000(model):\n    with torch.inference_mode():\n        model()\n",
+             "engine/other.py": "y = 1\n"}
+    root = write_package(tmp_path / "repo", files)
+    assert _with_and_without_workers(root, monkeypatch) == [[], [], []]
+
+
+def test_a_summary_json_cannot_hold_is_handed_back_whole_and_not_cached(tmp_path, monkeypatch, capsys):
+    import lints.engine as engine
+
+    files = {**BUGGY, "engine/deep.py": "def g():\n    return 1\n", "engine/other.py": "y = 1\n"}
+    root = write_package(tmp_path / "repo", files)
+    real = engine.encode_json
+
+    def refuse_deep(data):  # as JSON refuses a summary nested too deeply
+        summary = data[1] if isinstance(data, list) else data
+        if isinstance(summary, dict) and str(summary.get("path", "")).endswith("deep.py"):
+            raise RecursionError("maximum recursion depth exceeded while encoding a JSON object")
+        return real(data)
+
+    monkeypatch.setattr(engine, "encode_json", refuse_deep)
+    cold, with_workers, warm = _with_and_without_workers(root, monkeypatch)
+    assert cold == with_workers == warm == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
+    assert "warning: cannot write cache" in capsys.readouterr().err
+    assert not (root / ".gradmode_cache" / "summaries.json").exists()
+
+
 def test_files_the_summariser_refuses_do_not_spoil_the_result_cache(tmp_path):
     root = write_package(tmp_path / "repo", dict(BUGGY))
     (root / "engine" / "binary.py").write_bytes(b"x = 1\x00\n")  # NUL byte: refused, with one error line
