@@ -330,8 +330,8 @@ class SummaryCache:
 
     # Changed files a run may add to summaries-changes.json: at least this many, or 5% of the files.
     CHANGES_LIMIT = 64
-    # Fewer summaries than this are written in process: a fork cost more (400 projects of 6 files
-    # each: 1.5 s of the run went to forking and waiting for the writers).
+    # Fewer summaries to encode than this are written in process: a fork cost more (400 projects of
+    # 6 files each: 1.5 s of the run went to forking and waiting for the writers).
     BACKGROUND_MIN_ENTRIES = 256
 
     def __init__(self, folder: Optional[Path]) -> None:

@@ -185,6 +185,19 @@ def test_summaries_from_workers_are_written_as_the_json_they_came_in_without_a_c
     assert warm == cold
 
 
+def test_a_cache_that_cannot_be_written_with_workers_is_a_warning(tmp_path, monkeypatch, capsys):
+    files = {**BUGGY, **{f"engine/other{n}.py": f"y = {n}\n" for n in range(5)}}
+    root = write_package(tmp_path / "repo", files)
+    import lints.engine as engine
+
+    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)
+    cache = tmp_path / "cache"
+    cache.write_text("a file where the cache folder would be\n")  # unwritable, even by root
+    found, _ = _findings(root, jobs=2, cache_dir=cache)
+    assert found == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
+    assert "warning: cannot write cache" in capsys.readouterr().err
+
+
 def _with_and_without_workers(root, monkeypatch) -> list:
     """Findings of cold runs in process and with workers, then of a warm run on the workers' cache."""
     import lints.engine as engine
