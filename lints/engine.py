@@ -613,6 +613,7 @@ def _pack_summary(result: tuple[str, Union[dict, FileError]]) -> tuple[str, Unio
 
 
 def _unpack_summary(packed: tuple[str, Union[str, FileError]]) -> tuple:
+    """In the main process: ``(key, summary, text)`` for a summary that came as text, else as it came."""
     key, value = packed
     return (key, json.loads(value), value) if isinstance(value, str) else packed
 

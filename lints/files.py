@@ -312,7 +312,9 @@ def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,
     its process again gets ``on_crash(item, why)`` (default: a ``FileError``) as its result.
     In-process (``jobs <= 1``, or items weighing less than ``min_weight`` in all: starting workers
     would cost more) nothing guards against such a crash. ``hand_over`` is how a pool worker's
-    results travel back (``HandOver``); in process they are used as they are.
+    results travel back (``HandOver``); in process, and for items rerun one per process after a
+    crash, results are used as they are: the caller takes both what ``func`` returns and what
+    ``unpack`` gives.
     """
     sizes = [(weight or _weight)(item) for item in items] if jobs > 1 and len(items) > 1 else []
     if jobs <= 1 or len(items) < 2 or sum(sizes) < min_weight:

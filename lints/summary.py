@@ -11,7 +11,7 @@ Expressions are kept in a small tagged form, enough to follow names, calls and c
     ["c", i]                 the result of call ``i`` of the same function (see ``calls``)
     ["b", [e, ...]]          ``e or ...`` / ``e and ...``
     ["i", body, orelse]      ``body if test else orelse``
-    ["k", value]             a constant (bool, None, int, float, str)
+    ["k", value]             a constant (bool, None, int, float, str; None for one JSON cannot give back)
     ["l", body]              ``lambda: body``
     ["s", e]                 ``e[...]`` (the indexed value)
     ["a", e, "attr"]         ``e.attr`` where ``e`` is not a dotted name (``f().attr``)
@@ -476,7 +476,7 @@ def _plain_constant(value):
         if not value.isascii():
             try:
                 value.encode("utf-8")
-            except UnicodeEncodeError:  # a surrogate: no text Python reads in a file has one
+            except UnicodeEncodeError:  # a surrogate, written as an escape in the source
                 return None
         return value
     return None
