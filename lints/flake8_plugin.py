@@ -118,7 +118,7 @@ class GradModeChecker:
         import subprocess
         import sys
 
-        from .engine import ignore_in_git, project_cache_folder
+        from .engine import cache_folder, ignore_in_git
 
         # projects with a marker, and folders given outside any: what `_project_findings` analyses
         # whole (files outside those are grouped as the CLI groups them, and are few)
@@ -130,11 +130,12 @@ class GradModeChecker:
         for key, (root, config_start) in sorted(analyses.items()):
             try:
                 config = cls.config_for(config_start)
-                folder = default_cache_dir() or project_cache_folder(root)
+                # the project's own cache folder, never $GRADMODE_CACHE_DIR itself (the user's folder)
+                folder = cache_folder(root, default_cache_dir())
                 if folder is None:
                     continue  # no cache to fill: each worker analyses on its own
                 folder.mkdir(parents=True, exist_ok=True)
-                ignore_in_git(folder)  # the lock is the first file there: `git status` must not show it
+                ignore_in_git(folder)  # the lock may be the first file there: `git status` must not show it
                 # one lock per analysis (a root analysed under two configs has two), the same in every run
                 digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
                 lock = str(folder / f"flake8-prefetch-{digest}.lock")

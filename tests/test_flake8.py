@@ -91,7 +91,7 @@ def test_plugin_reports_same_as_cli_on_a_multi_module_package(tmp_path):
     parallel = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert keys(parallel.stdout) == expected
     # with workers, one background analysis filled the cache (the workers waited on its lock)
-    assert len(list(cache.glob("flake8-prefetch-*.lock"))) == 1 and len(list(cache.glob("*/results.json"))) == 1
+    assert len(list(cache.glob("*/flake8-prefetch-*.lock"))) == 1 and len(list(cache.glob("*/results.json"))) == 1
     again = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert keys(again.stdout) == expected
 
@@ -101,10 +101,30 @@ def test_the_prefetch_lock_in_a_cache_folder_inside_a_repository_is_ignored_by_g
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     proc = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert list((tmp_path / ".gradmode_cache_test").glob("flake8-prefetch-*.lock"))  # run_module's cache folder
+    assert list((tmp_path / ".gradmode_cache_test").glob("*/flake8-prefetch-*.lock"))  # run_module's cache folder
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path,
                             capture_output=True, text=True, check=True).stdout.splitlines()
     assert status and not [line for line in status if ".gradmode_cache" in line], status
+
+
+@pytest.mark.parametrize("own_gitignore", [False, True])
+def test_a_cache_dir_that_is_the_repository_gets_no_gitignore_of_ours(tmp_path, own_gitignore):
+    """$GRADMODE_CACHE_DIR is the user's folder: a `*` written there would hide every new file from git."""
+    write_package(tmp_path, PACKAGE)
+    if own_gitignore:
+        (tmp_path / ".gitignore").write_text("*.pyc\n")  # the user's own, left as it is
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               GRADMODE_CACHE_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "flake8", "--select", "GM", "--jobs", "2", "pkg"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (tmp_path / ".gitignore").read_text() == "*.pyc\n" if own_gitignore else not (tmp_path / ".gitignore").exists()
+    assert list(tmp_path.glob("*/flake8-prefetch-*.lock"))
+    (tmp_path / "new_module.py").write_text("x = 1\n")
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    assert "?? new_module.py" in status and not [line for line in status if ".lock" in line], status
 
 
 def test_plugin_messages_equal_cli_messages(tmp_path):
