@@ -49,6 +49,7 @@ class GradModeChecker:
     _loose_folders: ClassVar[Optional[list[str]]] = None  # the folders named outside any project, once needed
     _locator: ClassVar[Any] = None  # an ``engine.ProjectLocator`` for the run
     _config_files: ClassVar[dict[str, str]] = {}  # project root -> its [tool.gradmode] file ("" for none)
+    _stdin_name: ClassVar[Optional[str]] = None  # --stdin-display-name, when flake8 reads `-`
 
     def __init__(self, tree: ast.AST, filename: str, lines: Sequence[str]) -> None:
         self.filename = filename
@@ -97,7 +98,9 @@ class GradModeChecker:
         cls._prefetching = {}
         jobs = getattr(options, "jobs", None)
         parallel = jobs is not None and (getattr(jobs, "is_auto", False) or getattr(jobs, "n_jobs", 1) > 1)
-        filenames = [f for f in getattr(options, "filenames", None) or [] if f not in ("-", "stdin")]
+        given = getattr(options, "filenames", None) or []
+        cls._stdin_name = getattr(options, "stdin_display_name", None) if "-" in given else None
+        filenames = [f for f in given if f not in ("-", "stdin")]
         cls._named = filenames
         cls._groups = cls._loose_folders = None
         cls._locator = None
@@ -285,10 +288,33 @@ class GradModeChecker:
         return [p for p in cls._named if os.path.realpath(p) != os.path.abspath(p) and os.path.exists(p)
                 and cls._analysis_of(p)[1] == root and not excluded_below(p, root, config.exclude)]
 
+    @classmethod
+    def _buffer_findings(cls, filename: str, text: str) -> dict[str, list]:
+        """An editor's buffer read from stdin, for the file it stands for: linted in its project in
+        place of that file, as ``python -m lints - --stdin-filename`` does."""
+        from .engine import lint_project
+
+        key, _, config_start, _ = cls._analysis_of(filename)
+        if not key:
+            return {}
+        try:
+            config = cls.config_for(config_start)
+        except ConfigError as exc:
+            return {os.path.abspath(filename): [FileError(config_start, f"config error: {exc}")]}
+        run = lint_project([filename], config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False,
+                           overrides={filename: text})
+        return {os.path.abspath(filename): [*run.findings, *run.errors]}
+
     def run(self) -> Iterator[tuple[int, int, str, type]]:
-        if self.filename in ("-", "stdin") or not os.path.isfile(self.filename):
+        if self.filename in ("-", "stdin"):
+            return  # no file name: no project to read it in
+        if self.filename == self._stdin_name:
+            found = self._buffer_findings(self.filename, "".join(self.lines))
+        elif os.path.isfile(self.filename):
+            found = self._project_findings(self.filename)
+        else:
             return
-        for item in self._project_findings(self.filename).get(os.path.abspath(self.filename), []):
+        for item in found.get(os.path.abspath(self.filename), []):
             if hasattr(item, "code"):
                 yield item.line, item.col, f"{item.code} {item.message}", type(self)
             else:

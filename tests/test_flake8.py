@@ -127,6 +127,23 @@ def test_a_cache_dir_that_is_the_repository_gets_no_gitignore_of_ours(tmp_path, 
     assert "?? new_module.py" in status and not [line for line in status if ".lock" in line], status
 
 
+def test_a_buffer_on_stdin_is_linted_in_place_of_the_file_it_stands_for(tmp_path):
+    write_package(tmp_path, PACKAGE)
+    moved = "\n\n" + PACKAGE["pkg/kernels.py"]  # the editor's buffer: two lines added above the bug
+    fixed = PACKAGE["pkg/kernels.py"].replace("    with torch.inference_mode():\n        layer(x)\n",
+                                                 "    layer(x)\n")
+    on_disk = keys(run_module("flake8", "--select", "GM", "pkg/kernels.py", cwd=tmp_path).stdout)
+    assert ("pkg/kernels.py", 3, 10, "GM101") in on_disk
+    for buffer in (moved, fixed):
+        cli = run_module("lints", "--select", "GM", "--stdin-filename", "pkg/kernels.py", "-", cwd=tmp_path,
+                         input=buffer)
+        proc = run_module("flake8", "--select", "GM", "--stdin-display-name", "pkg/kernels.py", "-",
+                          cwd=tmp_path, input=buffer)
+        assert keys(proc.stdout) == keys(cli.stdout), proc.stdout + proc.stderr
+    assert ("pkg/kernels.py", 5, 10, "GM101") in keys(run_module(
+        "flake8", "--select", "GM", "--stdin-display-name", "pkg/kernels.py", "-", cwd=tmp_path, input=moved).stdout)
+
+
 def test_plugin_messages_equal_cli_messages(tmp_path):
     shutil.copy(BUGGY, tmp_path / "b.py")
     proc = run_module("flake8", "--select", "GM", "b.py", cwd=tmp_path)
