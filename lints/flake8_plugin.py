@@ -26,11 +26,11 @@ from .options import SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir,
 
 
 class _ConfigTrouble(dict):
-    """A project whose config cannot be used: every file gets its one error."""
+    """A project whose config (found from ``config_start``) cannot be used: every file gets its one error."""
 
-    def __init__(self, error: "FileError") -> None:
+    def __init__(self, config_start: str, exc: ConfigError) -> None:
         super().__init__()
-        self.error = error
+        self.error = FileError(config_start, f"config error: {exc}")
 
     def get(self, key, default=None):
         return [self.error]
@@ -249,7 +249,7 @@ class GradModeChecker:
             try:
                 config = cls.config_for(config_start)
             except ConfigError as exc:  # every file of the project says so, not only the first
-                cls._by_root[key] = found = _ConfigTrouble(FileError(config_start, f"config error: {exc}"))
+                cls._by_root[key] = found = _ConfigTrouble(config_start, exc)
                 return found
             if key in cls._prefetching:
                 cls._wait_for_prefetch(cls._prefetching[key])  # then the result is in the cache
@@ -300,7 +300,7 @@ class GradModeChecker:
         try:
             config = cls.config_for(config_start)
         except ConfigError as exc:
-            return {os.path.abspath(filename): [FileError(config_start, f"config error: {exc}")]}
+            return _ConfigTrouble(config_start, exc)
         run = lint_project([filename], config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False,
                            overrides={filename: text})
         return {os.path.abspath(filename): [*run.findings, *run.errors]}

@@ -144,6 +144,16 @@ def test_a_buffer_on_stdin_is_linted_in_place_of_the_file_it_stands_for(tmp_path
         "flake8", "--select", "GM", "--stdin-display-name", "pkg/kernels.py", "-", cwd=tmp_path, input=moved).stdout)
 
 
+def test_a_buffer_on_stdin_in_a_project_with_broken_settings_gets_one_error_line(tmp_path):
+    write_package(tmp_path, PACKAGE)
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\nserving-grad-mode = 3\n")
+    proc = run_module("flake8", "--select", "GM", "--stdin-display-name", "pkg/kernels.py", "-", cwd=tmp_path,
+                      input=PACKAGE["pkg/kernels.py"])
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pkg/kernels.py:1:1: GM001 ") and "serving-grad-mode" in lines[0]
+
+
 def test_plugin_messages_equal_cli_messages(tmp_path):
     shutil.copy(BUGGY, tmp_path / "b.py")
     proc = run_module("flake8", "--select", "GM", "b.py", cwd=tmp_path)
