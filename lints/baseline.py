@@ -1,14 +1,18 @@
 """Baseline files: adopt the tool on a big codebase and fail only on new findings.
 
 A baseline records each finding by file, code, message and the text of its line, not by line
-number, so that edits elsewhere in a file do not bring recorded findings back. Paths are stored
-relative to the baseline file's folder, so the result does not depend on the cwd.
+number, so that edits elsewhere in a file do not bring recorded findings back; line numbers inside
+messages (``at eng/warm.py:12``, ``(line 12)``) are compared as any number for the same reason.
+Paths are stored relative to the baseline file's folder, so the result does not depend on the cwd.
 """
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import os
+import re
+import stat
 from typing import Callable, Iterable
 
 from .files import source_lines, write_new_file
@@ -21,11 +25,21 @@ class BaselineError(Exception):
     pass
 
 
+# A line number in a message: `path.py:12` or `line 12`.
+_LINE_NUMBER = re.compile(r"(?<=\.py:)\d+|(?<=\bline )\d+")
+
+
 def _key(finding: Finding, base: str, lines_of: Callable[[str], list[str]]) -> tuple[str, str, str, str]:
     path = os.path.relpath(os.path.abspath(finding.path), base).replace(os.sep, "/")
     lines = lines_of(finding.path)
     text = lines[finding.line - 1].strip() if 0 < finding.line <= len(lines) else ""
     return path, finding.code, finding.message, text
+
+
+def _matching(key: tuple[str, str, str, str]) -> tuple[str, str, str, str]:
+    """What a baseline entry is matched by: its key with the line numbers in the message left out."""
+    path, code, message, text = key
+    return path, code, _LINE_NUMBER.sub("#", message), text
 
 
 def _line_reader(text_of: Callable[[str], str]) -> Callable[[str], list[str]]:
@@ -48,14 +62,25 @@ def write_baseline(path: str, findings: Iterable[Finding], text_of: Callable[[st
     return len(entries)
 
 
+def _read_regular(path: str) -> bytes:
+    """A baseline's bytes; a FIFO or device is refused before it is read (it would block or never end)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if not stat.S_ISREG(mode):
+            raise OSError("not a regular file")
+        return handle.read()
+
+
 def filter_baseline(path: str, findings: list[Finding], text_of: Callable[[str], str]) -> tuple[list[Finding], int]:
     """(the findings not in the baseline, how many it hid). Each recorded entry hides one finding."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        entries = [(str(e["path"]), str(e["code"]), str(e["message"]), str(e["line_text"]))
+        data = json.loads(_read_regular(path))
+        entries = [_matching((str(e["path"]), str(e["code"]), str(e["message"]), str(e["line_text"])))
                    for e in data["findings"]]
-        if data.get("tool") != "gradmode-lint" or data.get("format") != FORMAT:
+        if data.get("tool") != "gradmode-lint" or type(data.get("format")) is not int or data["format"] != FORMAT:
             raise ValueError("not a gradmode-lint baseline of this format")
     except OSError as exc:
         raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
@@ -66,7 +91,7 @@ def filter_baseline(path: str, findings: list[Finding], text_of: Callable[[str],
     lines_of = _line_reader(text_of)
     kept, hidden = [], 0
     for finding in findings:
-        key = _key(finding, base, lines_of)
+        key = _matching(_key(finding, base, lines_of))
         if budget[key] > 0:
             budget[key] -= 1
             hidden += 1

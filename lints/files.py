@@ -691,17 +691,41 @@ def text_reader(overrides: dict[str, str]) -> Callable[[str], str]:
 
 
 def write_new_file(path: str, data: bytes) -> None:
-    """Create or replace ``path`` (a report, a baseline) whole or not at all: a temp file renamed."""
-    folder = os.path.dirname(os.path.abspath(path))
+    """Write ``data`` to ``path`` (a report, a baseline) as a shell's ``>`` would, but whole or not at
+    all where that can be: a new or regular file is replaced through a temp file renamed over it,
+    keeping its mode; through a symbolic link, the file it points to is (the link stays). Anything
+    else (``/dev/stdout``, a FIFO, a terminal) is written to in place: renaming over it would put a
+    regular file where the device or FIFO was. A regular file with other hard links is rewritten in
+    place too, so that the links keep seeing it."""
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    if st is not None and (not stat.S_ISREG(st.st_mode) or st.st_nlink > 1):
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        with open(target, "wb") as handle:  # a FIFO blocks until read, as with `> fifo`
+            handle.write(data)
+        return
+    folder = os.path.dirname(os.path.abspath(target))
     fd, temp = tempfile.mkstemp(prefix=".gradmode-", suffix=".tmp", dir=folder)
     try:
+        # mkstemp's 0600: the file gets the mode it had, or a new file's (0666 less the umask)
+        os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        os.replace(temp, path)
+        os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it
+    os.umask(mask)
+    return mask
 
 
 def _same_content(fd: int, expected: bytes) -> bool:

@@ -200,3 +200,47 @@ def test_stdin_is_decoded_as_the_file_would_be(tmp_path, encoding):
         assert proc.returncode == status and b"Traceback" not in proc.stderr, proc.stderr
         assert proc.stdout.startswith(expected), proc.stdout
     assert proc.stderr.startswith(b"lat.py: error: cannot decode: not valid UTF-8"), proc.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
+def test_report_files_are_written_as_a_shell_redirect_writes_them(tmp_path, run):
+    """-o and --write-baseline write through a link to its file, keep a file's mode and hard links, write
+    to a FIFO or device in place (never a regular file renamed over it), and --baseline refuses a FIFO."""
+    import stat
+    import threading
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "warm.py").write_text("import torch\ndef warmup(m):\n    with torch.inference_mode():\n        m()\n")
+    report = tmp_path / "report.txt"
+    report.write_text("old\n")
+    report.chmod(0o644)
+    os.link(report, tmp_path / "hardlink.txt")
+    (tmp_path / "link.txt").symlink_to("report.txt")
+    proc = run("lints", "--no-cache", "-o", "link.txt", ".")
+    assert proc.returncode == 1, proc.stderr
+    assert (tmp_path / "link.txt").is_symlink() and report.read_text().startswith("warm.py:3:10: GM101")
+    assert (tmp_path / "hardlink.txt").read_text() == report.read_text()
+    assert stat.S_IMODE(report.stat().st_mode) == 0o644
+    new = run("lints", "--no-cache", "-o", "new.txt", ".")
+    assert new.returncode == 1 and stat.S_IMODE((tmp_path / "new.txt").stat().st_mode) == 0o666 & ~_umask()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    to_fifo = run("lints", "--no-cache", "--write-baseline", "fifo", ".")
+    reader.join(60)
+    assert to_fifo.returncode == 0 and stat.S_ISFIFO(fifo.lstat().st_mode), to_fifo.stderr
+    assert b'"gradmode-lint"' in received[0]
+    from_fifo = run("lints", "--no-cache", "--baseline", "fifo", ".")
+    assert from_fifo.returncode == 2
+    assert from_fifo.stderr.splitlines()[0] == "gradmode-lint: error: cannot read baseline fifo: not a regular file"
+    if os.path.exists("/dev/null"):
+        assert run("lints", "--no-cache", "-o", "/dev/null", ".").returncode == 1
+        assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

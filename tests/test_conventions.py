@@ -119,6 +119,31 @@ def test_baseline_hides_recorded_findings_and_reports_new_ones(tmp_path):
     assert broken.returncode == 2 and "broken.json is not a gradmode-lint baseline" in broken.stderr
 
 
+def test_baseline_matches_findings_whose_message_names_a_line_after_the_lines_move(tmp_path):
+    """GM104's message names the line of the inference-mode block (`(line 6)`): lines added above it
+    change that number, and the recorded finding must still be hidden."""
+    root = project(tmp_path, {"eng/warm.py": "import torch\n\ndef warmup(m):\n    m()\n\ndef run(m):\n"
+                                             "    with torch.inference_mode():\n        warmup(m)\n"})
+    first = script("gradmode-lint", "--no-cache", "--format", "concise", ".", cwd=root)
+    assert "GM104" in first.stdout and "(line 7)" in first.stdout, first.stdout
+    assert script("gradmode-lint", "--write-baseline", "b.json", ".", cwd=root).returncode == 0
+    warm = root / "eng" / "warm.py"
+    warm.write_text("# one\n# two\n" + warm.read_text())
+    moved = script("gradmode-lint", "--no-cache", "--format", "concise", ".", cwd=root)
+    assert "(line 9)" in moved.stdout, moved.stdout
+    proc = script("gradmode-lint", "--no-cache", "--baseline", "b.json", ".", cwd=root)
+    assert proc.returncode == 0 and proc.stdout == "", proc
+    # a number that is not a line number still tells findings apart
+    data = json.loads((root / "b.json").read_text())
+    data["findings"][0]["message"] = data["findings"][0]["message"].replace("warmup", "warmup2")
+    (root / "b.json").write_text(json.dumps(data))
+    assert script("gradmode-lint", "--no-cache", "--baseline", "b.json", ".", cwd=root).returncode == 1
+    data["format"] = True  # True == 1 in Python, but it is no format number
+    (root / "b.json").write_text(json.dumps(data))
+    refused = script("gradmode-lint", "--no-cache", "--baseline", "b.json", ".", cwd=root)
+    assert refused.returncode == 2 and "b.json is not a gradmode-lint baseline" in refused.stderr
+
+
 def _stderr_on_a_terminal(args: list[str], cwd: Path) -> str:
     main, secondary = pty.openpty()
     try:
