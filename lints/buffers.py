@@ -18,9 +18,9 @@ from . import names
 from .callgraph import CallGraph
 from .project import EXTERNAL, FIELD, GLOBAL, LOCAL, Project
 from .regions import Regions
-from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_COL, C_FUNC, C_GUARD, C_KWARGS,
-                      C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE, R_VALUE, R_WITH,
-                      R_YIELD, callee_leaf, method_call)
+from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
+                      C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE,
+                      R_VALUE, R_WITH, R_YIELD, callee_leaf, method_call)
 
 
 class BufferKey(NamedTuple):
@@ -322,6 +322,67 @@ class Buffers:
                 yield target, Mutation(fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
                                        "slice/index assignment"), True
 
+    def _is_container(self, fid: str, expr: list, depth: int = 0) -> bool:
+        """Whether ``expr`` is a dict cache itself (``self._cache``, a global, a local bound only to one of
+        them), not a tensor taken out of one (``out = pool.get(n)``; ``out[:] = x`` writes that tensor)."""
+        if expr[0] != "n" or depth > 4:
+            return False
+        symbol = self.project.resolve(fid, expr[1])
+        if symbol is None:
+            return False
+        if symbol.kind in (FIELD, GLOBAL):
+            return "." not in symbol.name
+        if symbol.kind == LOCAL and "." not in symbol.name:
+            values = self.project.local_values(symbol.owner).get(symbol.name, [])
+            return bool(values) and all(self._is_container(symbol.owner, v, depth + 1) for v in values)
+        return False
+
+    def _copied_before(self, fn: dict, name: str, mutation: Mutation) -> Optional[tuple[int, int]]:
+        """Where ``name = name.clone()`` (a copy of itself, ``torch.clone(name)`` too) last comes before
+        ``mutation`` and runs whenever it does (not in an if-branch the mutation is outside of):
+        what ``name`` held before is not what the mutation updates. None if there is none. A rebinding
+        to anything else may be an alternative (try/except, a loop) and is not taken as one."""
+        chain = set()
+        guard = mutation.guard
+        while guard >= 0:
+            chain.add(guard)
+            guard = fn["guards"][guard][G_PARENT]
+        found = None
+        for fact in fn["assigns"]:
+            where = (fact[A_LINE], fact[A_COL])
+            if (fact[A_TARGET] == ["n", name] and fact[A_OP] is None and where < (mutation.line, mutation.col)
+                    and (fact[A_GUARD] < 0 or fact[A_GUARD] in chain) and self._copy_of(fn, fact[A_VALUE], name)):
+                found = max(found or where, where)
+        return found
+
+    @staticmethod
+    def _copy_of(fn: dict, value: list, name: str) -> bool:
+        """``name.clone()``, ``name[:n].clone()``, ``name.detach().clone()``, ``torch.clone(name)``."""
+        if value[0] != "c":
+            return False
+        call = fn["calls"][value[1]]
+        func = call[C_FUNC]
+        receiver, method = method_call(func)
+        if func[0] == "n" and func[1] in ("torch.clone", "th.clone") and call[C_ARGS]:
+            receiver, method = call[C_ARGS][0], "clone"
+        if method != "clone" or receiver is None:
+            return False
+        depth = 0
+        while depth < 6:  # down views, slices and detach() to the name copied
+            if receiver[0] == "n":
+                return receiver[1] == name
+            if receiver[0] == "s":
+                receiver = receiver[1]
+            elif receiver[0] == "c":
+                inner, method = method_call(fn["calls"][receiver[1]][C_FUNC])
+                if inner is None or method not in names.VIEW_METHODS | {"detach"}:
+                    return False
+                receiver = inner
+            else:
+                return False
+            depth += 1
+        return False
+
     def _is_kernel(self, fid: str) -> bool:
         for dec in self.project.function(fid)["dec"]:
             expr = dec[D_EXPR]
@@ -359,14 +420,20 @@ class Buffers:
                 text = base[1] if base[0] == "n" else (base[2] if base[0] == "a" else "")
                 leaf = text.rsplit(".", 1)[-1]
                 head = text.split(".", 1)[0]
-                if head in params and head not in ("self", "cls") and "." not in text:
+                copied = self._copied_before(fn, text, mutation) if base[0] == "n" and "." not in text else None
+                if head in params and head not in ("self", "cls") and "." not in text and copied is None:
                     param_writers.setdefault(fid, []).append((head, mutation))
                 # the receiver must mention a buffer's name, or be a local/call that may hold one
                 if leaf not in wanted_names and base[0] == "n" and "." in text and head in ("self", "cls"):
                     continue
-                keys = self.keys_of(fid, receiver)
+                if copied is not None:  # `out = out.clone()` then `out.fill_()`: only what is bound since
+                    keys = frozenset().union(*(self.keys_of(fid, fact[A_VALUE]) for fact in fn["assigns"]
+                                               if fact[A_TARGET] == ["n", text] and fact[A_OP] is None
+                                               and (fact[A_LINE], fact[A_COL]) > copied))
+                else:
+                    keys = self.keys_of(fid, receiver)
                 for key in keys:
-                    if is_store and key in dict_caches and receiver[0] == "s" and receiver[1][0] == "n":
+                    if is_store and key in dict_caches and receiver[0] == "s" and self._is_container(fid, receiver[1]):
                         continue  # `self._cache[k] = buf` inserts into the cache, it writes no tensor
                     out.setdefault(key, []).append(mutation)
         self._param_writers = param_writers

@@ -87,6 +87,28 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "    @torch.inference_mode()  # expect: GM102:6\n"
             "    def warmup(self, x):\n"
             "        self.layer.forward(x, 4, 8)\n"},
+        # a slice assignment into a tensor taken out of a dict cache writes that tensor
+        {"engine/pool.py":
+            "import torch\n"
+            "_WORKSPACES = {}\n"
+            "def get_topk_buffer(n, device):\n"
+            "    buf = _WORKSPACES.get(device)\n"
+            "    if buf is None or buf.numel() < n:\n"
+            "        buf = torch.empty(n, dtype=torch.int32, device=device)  # expect: GM202:9\n"
+            "        _WORKSPACES[device] = buf\n"
+            "    return buf\n",
+         "engine/moe.py":
+            "from engine.pool import get_topk_buffer\n"
+            "def route(x, n, prev_n):\n"
+            "    topk_idx_out = get_topk_buffer(prev_n, x.device)\n"
+            "    topk_idx_out[n:prev_n] = -1\n"
+            "    return topk_idx_out\n",
+         "engine/warm.py":
+            "import torch\n"
+            "from engine import moe\n"
+            "def autotune(x):\n"
+            "    with torch.inference_mode():  # expect: GM101:10\n"
+            "        moe.route(x, 4, 8)\n"},
     )
     VALID = (
         # the known workaround: allocate outside inference mode
@@ -120,6 +142,40 @@ class LazyBufferBecomesInferenceTensor(Rule):
         "    def warmup(self, x):\n"
         "        with torch.no_grad():\n"
         "            self.moe.forward(x)\n",
+        # updates made on a copy, rebound to the same name: the buffer itself is never written
+        {"engine/pool.py":
+            "import torch\n"
+            "_WORKSPACES = {}\n"
+            "def get_topk_buffer(n, device):\n"
+            "    buf = _WORKSPACES.get(device)\n"
+            "    if buf is None or buf.numel() < n:\n"
+            "        buf = torch.empty(n, dtype=torch.int32, device=device)\n"
+            "        _WORKSPACES[device] = buf\n"
+            "    return buf\n"
+            "def remember(device, t):\n"
+            "    cache = _WORKSPACES\n"
+            "    cache[device] = t\n",
+         "engine/moe.py":
+            "import torch\n"
+            "from engine.pool import get_topk_buffer, remember\n"
+            "def route(x, n, prev_n):\n"
+            "    topk_idx_out = get_topk_buffer(prev_n, x.device)\n"
+            "    topk_idx_out = topk_idx_out[:prev_n].clone()\n"
+            "    topk_idx_out[n:prev_n] = -1\n"
+            "    return topk_idx_out\n"
+            "def scatter(out):\n"
+            "    out = torch.clone(out)\n"
+            "    out.fill_(0)\n"
+            "def combine(x, n):\n"
+            "    scatter(get_topk_buffer(n, x.device))\n"
+            "    remember(x.device, x)\n",
+         "engine/warm.py":
+            "import torch\n"
+            "from engine import moe\n"
+            "def autotune(x):\n"
+            "    with torch.inference_mode():  # expect: GM101:10\n"
+            "        moe.route(x, 4, 8)\n"
+            "        moe.combine(x, 4)\n"},
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
