@@ -16,7 +16,7 @@ from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, defa
                       load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
 from .files import (MAX_FILE_BYTES, decode_source, default_jobs, discover, read_source, source_from_text,
-                    stopping_points, text_reader, walks_shared, write_file, write_new_file)
+                    source_lines, stopping_points, text_reader, walks_shared, write_file, write_new_file)
 from .model import FileError
 from .noqa import add_noqa
 from .progress import Progress
@@ -459,8 +459,8 @@ def _add_noqa(findings, errors, quiet: bool) -> int:
             failures.append(str(source))
             continue
         text, refused = add_noqa(source.text, codes_by_line)
-        failures += [f"{path}:{line}: error: no `# noqa` can go on this line (it ends inside a string or "
-                     f"with a backslash); mark it by hand" for line in refused]
+        failures += [f"{path}:{line}: error: no `# noqa` can go on this line (where its statement ends is not "
+                     f"known); mark it by hand" for line in refused]
         if text == source.text:
             continue
         try:
@@ -468,7 +468,8 @@ def _add_noqa(findings, errors, quiet: bool) -> int:
         except (OSError, UnicodeEncodeError) as exc:
             failures.append(f"{path}: error: not written: {getattr(exc, 'strerror', None) or exc}")
             continue
-        added += len(codes_by_line) - len(refused)
+        # lines that took a comment (findings on the lines of one statement share its last line's)
+        added += sum(old != new for old, new in zip(source_lines(source.text), source_lines(text)))
     for line in failures:
         print(line, file=sys.stderr)
     if not quiet:
