@@ -336,6 +336,19 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     if args.unsafe_fixes:
         print("gradmode-lint: error: --unsafe-fixes is for --fix", file=sys.stderr)
         return EXIT_ERROR
+    if args.statistics and args.format not in ("text", "concise"):  # its lines would break the document
+        print(f"gradmode-lint: error: --statistics is for the text formats, not --format {args.format}",
+              file=sys.stderr)
+        return EXIT_ERROR
+    if args.stdin_filename and not args.paths:
+        args.paths = ["-"]  # as ruff: --stdin-filename alone reads the file from stdin
+    if "-" in args.paths and len(args.paths) > 1:
+        print("gradmode-lint: error: `-` (the file on stdin) must be the only path", file=sys.stderr)
+        return EXIT_ERROR
+    if args.stdin_filename and args.paths != ["-"]:
+        print("gradmode-lint: error: --stdin-filename names the file read from stdin: give `-` or no path, "
+              f"not {args.paths[0]}", file=sys.stderr)
+        return EXIT_ERROR
     if not args.paths:
         try:  # a bad option or config is an error even with no files (with files, each path's own is)
             config_from_args(args)

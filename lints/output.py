@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import urllib.parse
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -93,8 +94,12 @@ def render_json(findings: Sequence[Finding], errors: Sequence[FileError], projec
 
 
 def _uri(path: str) -> str:
+    """A SARIF artifact URI: a relative reference, percent-encoded (a `#`, `?`, `:` or `%` in a file name
+    is part of the name), or a file URI; a name that is not UTF-8 keeps its bytes."""
     p = Path(path)
-    return p.as_posix() if not p.is_absolute() else p.as_uri()
+    if p.is_absolute():
+        return p.as_uri()
+    return urllib.parse.quote(p.as_posix().encode("utf-8", "surrogateescape"), safe="/")
 
 
 def render_sarif(findings: Sequence[Finding], errors: Sequence[FileError], projects: Sequence[tuple] = ()) -> str:

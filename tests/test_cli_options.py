@@ -56,6 +56,44 @@ def test_stdin_findings_carry_the_given_filename(tmp_path):
     assert missing.returncode == 2 and "--stdin-filename" in missing.stderr
 
 
+def test_stdin_filename_alone_reads_stdin_and_conflicts_with_other_paths(tmp_path):
+    root = _project(tmp_path)
+    alone = run_script("gradmode-lint", "--stdin-filename", "eng/unsaved.py", "--format", "concise", cwd=root,
+                       input=WARM)
+    assert alone.returncode == 1 and alone.stdout.startswith("eng/unsaved.py:3:10: GM101 "), alone
+    for args, why in [(["eng/warm.py", "--stdin-filename", "eng/x.py"], "--stdin-filename names the file read"),
+                      (["-", "eng/warm.py", "--stdin-filename", "eng/x.py"], "must be the only path"),
+                      (["-", "eng/warm.py"], "must be the only path")]:
+        proc = run_script("gradmode-lint", *args, cwd=root, input=WARM)
+        assert proc.returncode == 2 and why in proc.stderr and proc.stdout == "", (args, proc)
+
+
+@pytest.mark.parametrize("form", ["json", "sarif", "github"])
+def test_statistics_is_refused_beside_a_machine_format(tmp_path, form):
+    root = _project(tmp_path)
+    proc = run_script("gradmode-lint", ".", "--statistics", "--format", form, cwd=root)
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    assert f"--statistics is for the text formats, not --format {form}" in proc.stderr
+
+
+def test_sarif_uris_are_percent_encoded(tmp_path):
+    import json
+    import urllib.parse
+
+    root = _project(tmp_path)
+    odd = root / "we#ird?" / "a:b,c%2F d.py"
+    odd.parent.mkdir()
+    odd.write_text(WARM)
+    (odd.parent / "__init__.py").write_text("")
+    proc = run_script("gradmode-lint", ".", "--format", "sarif", cwd=root)
+    assert proc.returncode == 1, proc.stderr
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in json.loads(proc.stdout)["runs"][0]["results"]}
+    assert "we%23ird%3F/a%3Ab%2Cc%252F%20d.py" in uris, uris
+    assert all(urllib.parse.urlsplit(u).scheme == "" and not urllib.parse.urlsplit(u).fragment for u in uris)
+    assert {urllib.parse.unquote(u) for u in uris} >= {"we#ird?/a:b,c%2F d.py", "eng/warm.py"}
+
+
 def test_fix_runs_the_codemod(tmp_path):
     root = _project(tmp_path)
     proc = run_script("gradmode-lint", "eng/warm.py", "--fix", cwd=root)
