@@ -32,6 +32,10 @@ class FixPlan:
     fix: Optional[Fix] = None
 
 
+_BLOCKS = (cst.BaseStatement, cst.BaseSuite, cst.Else, cst.ExceptHandler, cst.Finally, cst.MatchCase,
+           *((cst.ExceptStarHandler,) if hasattr(cst, "ExceptStarHandler") else ()))
+
+
 class _Nodes(cst.CSTVisitor):
     """The nodes a fix can name, by start position (``(line, col)``, as the summaries count them)."""
 
@@ -43,8 +47,27 @@ class _Nodes(cst.CSTVisitor):
         self.items: dict[tuple[int, int], cst.WithItem] = {}
         self.calls: dict[tuple[int, int], list[cst.Call]] = {}
         self.decorators: dict[tuple[int, int], cst.Decorator] = {}
+        # Statements and blocks, by id: the one holding each (None at the top level), and the innermost one
+        # holding each node a fix can name. A fix rewrites that one; ``_FixTransformer`` visits no other.
+        self.block_parent: dict[int, Optional[cst.CSTNode]] = {}
+        self.block_of: dict[int, cst.CSTNode] = {}
+        self._blocks: list[cst.CSTNode] = []
+        self.name_used_otherwise: dict[str, bool] = {}  # ``_uses_name_otherwise`` of this module, by name
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, _BLOCKS):
+            self.block_parent[id(node)] = self._blocks[-1] if self._blocks else None
+            self._blocks.append(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self._blocks and self._blocks[-1] is original_node:
+            self._blocks.pop()
+        super().on_leave(original_node)
 
     def _at(self, node: cst.CSTNode) -> tuple[int, int]:
+        if self._blocks:
+            self.block_of[id(node)] = self._blocks[-1]
         start = self.get_metadata(PositionProvider, node).start
         return start.line, start.column
 
@@ -58,6 +81,7 @@ class _Nodes(cst.CSTVisitor):
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         self.decorators[self._at(node.decorator)] = node
+        self.block_of[id(node)] = self._blocks[-1]
 
 
 def node_positions(module: cst.Module) -> _Nodes:
@@ -99,8 +123,11 @@ def plans_for(module: cst.Module, findings: Iterable[Finding], unsafe_fixes: boo
     clashing: set[tuple] = set()
     for name, writes in (("contextlib", _writes_null_context), ("torch", _writes_torch_no_grad)):
         keys = {_key(plan.fix) for plan in plans if writes(plan, style)}
-        if keys and _uses_name_otherwise(module, name):
-            clashing |= keys
+        if keys:
+            if name not in nodes.name_used_otherwise:  # once per module, not per finding
+                nodes.name_used_otherwise[name] = _uses_name_otherwise(module, name)
+            if nodes.name_used_otherwise[name]:
+                clashing |= keys
     if clashing:
         kept = [f for f in findings if not any(_key(fix) in clashing for fix in f.fixes)]
         if refused is not None:
@@ -203,7 +230,8 @@ def _bind(fix: Fix, nodes: _Nodes) -> Optional[FixPlan]:
 
 
 class _FixTransformer(cst.CSTTransformer):
-    def __init__(self, plans: Sequence[FixPlan], style: str, context: CodemodContext) -> None:
+    def __init__(self, plans: Sequence[FixPlan], style: str, context: CodemodContext,
+                 nodes: Optional[_Nodes] = None) -> None:
         super().__init__()
         self.style = style
         self.context = context
@@ -213,6 +241,28 @@ class _FixTransformer(cst.CSTTransformer):
         self._to_splice: dict[int, cst.With] = {}
         for plan in plans:
             self._register(plan)
+        # With ``nodes`` (of this module): only the statements the plans rewrite, and the blocks holding
+        # them, are visited; every other subtree is kept as it is, the same object (one fix in a big
+        # file costs its statement, not a walk of the file).
+        self._rewritten: Optional[set[int]] = None
+        self._holding: set[int] = set()
+        self._inside = 0
+        blocks = [nodes.block_of.get(id(plan.node)) for plan in plans] if nodes is not None else [None]
+        if all(block is not None for block in blocks):
+            self._rewritten = {id(block) for block in blocks}
+            for block in blocks:
+                parent = nodes.block_parent.get(id(block))
+                while parent is not None and id(parent) not in self._holding:
+                    self._holding.add(id(parent))
+                    parent = nodes.block_parent.get(id(parent))
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self._rewritten is not None and not isinstance(node, cst.Module):
+            if id(node) in self._rewritten:
+                self._inside += 1
+            elif not self._inside and id(node) not in self._holding:
+                return False
+        return super().on_visit(node)
 
     # planning -------------------------------------------------------------
     def _no_grad_for(self, expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -263,6 +313,8 @@ class _FixTransformer(cst.CSTTransformer):
 
     # rewriting ------------------------------------------------------------
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+        if self._rewritten is not None and id(original_node) in self._rewritten:
+            self._inside -= 1
         updated = super().on_leave(original_node, updated_node)
         replacement = self.replace.get(original_node)
         if replacement is not None and isinstance(updated, cst.BaseExpression):
@@ -394,7 +446,7 @@ def _inference_mode_imports(module: cst.Module) -> list[tuple[cst.ImportAlias, s
 
 def apply_fixes(module: cst.Module, plans: Sequence[FixPlan], style: str = "remove",
                 context: Optional[CodemodContext] = None, update_imports: bool = True,
-                imported_elsewhere: Optional[Collection[str]] = None) -> cst.Module:
+                imported_elsewhere: Optional[Collection[str]] = None, nodes: Optional[_Nodes] = None) -> cst.Module:
     """``module`` with ``plans`` applied (the module must be the one the plans were made on).
 
     Import changes are scheduled on ``context``; with ``update_imports`` they are
@@ -408,7 +460,7 @@ def apply_fixes(module: cst.Module, plans: Sequence[FixPlan], style: str = "remo
     if not plans:
         return module
     context = context or CodemodContext()
-    fixed = module.visit(_FixTransformer(plans, style, context))
+    fixed = module.visit(_FixTransformer(plans, style, context, nodes))
     if imported_elsewhere is not None:
         candidates = [(alias, source, asname) for alias, source, asname in _inference_mode_imports(module)
                       if (asname or "inference_mode") not in imported_elsewhere]
@@ -432,8 +484,12 @@ def fix_source(module: cst.Module, findings: Iterable[Finding], style: str, unsa
                refused: Optional[list[Finding]] = None, imported_elsewhere: Optional[Collection[str]] = None,
                nodes: Optional[_Nodes] = None) -> Union[cst.Module, None]:
     """Fixed module, or None when no finding had an applicable fix (see ``plans_for``, ``apply_fixes``)."""
+    findings = list(findings)
+    if nodes is None and any(fix.safe or unsafe_fixes for f in findings for fix in f.fixes):
+        nodes = node_positions(module)  # here, not in plans_for: apply_fixes needs the same ones
     plans = plans_for(module, findings, unsafe_fixes, unbound, style, refused, nodes)
-    return apply_fixes(module, plans, style, context, imported_elsewhere=imported_elsewhere) if plans else None
+    return apply_fixes(module, plans, style, context, imported_elsewhere=imported_elsewhere, nodes=nodes) \
+        if plans else None
 
 
 def _unused_imports(module: cst.Module) -> set[cst.ImportAlias]:

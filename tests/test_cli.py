@@ -11,7 +11,9 @@ import pytest
 
 from lints.engine import cache_folder
 
-from .helpers import FIXTURES, ROOT
+from lints.options import Config
+
+from .helpers import FIXTURES, ROOT, chdir
 
 BUGGY = FIXTURES / "lint" / "sglang_buggy.py"
 FIXED = FIXTURES / "lint" / "sglang_fixed.py"
@@ -332,3 +334,56 @@ def test_fix_takes_the_cache_options(tmp_path, run):
                            env=dict(env, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
     assert fixed.returncode == 0 and (project / "warm.py").read_text() != warm, fixed
     assert not (project / ".gradmode_cache").exists() and list(elsewhere.glob("*/summaries.json"))
+
+
+MANY_SHAPES = ("import contextlib\n"
+               "import torch\n"
+               "from torch import inference_mode as im\n"
+               "\n"
+               "def warmup_a(model):\n    with torch.inference_mode():\n        return model()\n"
+               "\n"
+               "class Runner:\n"
+               "    def capture(self):\n"
+               "        with torch.inference_mode(), contextlib.suppress(ValueError):  # why\n"
+               "            self.run_once()\n"
+               "    @torch.inference_mode()\n"
+               "    def warmup(self):\n        self.model()\n"
+               "\n"
+               "def warmup_b(model):\n    with torch.inference_mode() as guard:\n        return model(guard)\n"
+               "def warmup_c(model):\n    with im():\n        model()\n"
+               "def warmup_d(model):\n    ctx = torch.inference_mode()\n    with ctx:\n        return model()\n"
+               "def warmup_e(model):\n    with im():\n        model()\n"
+               "def warmup_last(model):\n    with torch.inference_mode():\n        model()")
+
+
+def test_json_edits_fixing_one_statement_match_fixing_the_whole_file(tmp_path, monkeypatch):
+    """``fix_edits`` rewrites, prints and checks only the statements a fix changes (per finding, the whole
+    file made --format json quadratic); its edits are those of fixing the whole file, and it falls back
+    to that where it must (an import to add, the file's last statement)."""
+    from lints import codemod
+    from lints.engine import lint_project
+    from lints.files import read_source
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "w.py").write_text(MANY_SHAPES)
+    with chdir(tmp_path):
+        run = lint_project(["w.py"], Config(), use_cache=False)
+        assert len(run.findings) >= 7, run.findings
+        source = read_source("w.py")
+        options = codemod.FixOptions(Config(), findings={})
+        whole_file_fixes = []
+        real_fix_text = codemod.fix_text
+        monkeypatch.setattr(codemod, "fix_text", lambda *a, **k: whole_file_fixes.append(1) or real_fix_text(*a, **k))
+        parsed = codemod.ParsedSource()
+        by_statement = [codemod.fix_edits(source, f, options, parsed) for f in run.findings]
+        assert 0 < len(whole_file_fixes) < len(run.findings) - 3, (len(whole_file_fixes), len(run.findings))
+        monkeypatch.setattr(codemod, "_statement_edits", lambda *a: None)
+        parsed = codemod.ParsedSource()
+        whole = [codemod.fix_edits(source, f, options, parsed) for f in run.findings]
+    assert by_statement == whole
+    assert all(edits for edits in whole), whole
+    for finding, edits in zip(run.findings, by_statement):
+        fixed = _apply_edits(MANY_SHAPES, edits)
+        compile(fixed, "w.py", "exec")
+        assert fixed != MANY_SHAPES and fixed.count("inference_mode") + fixed.count("im()") < \
+            MANY_SHAPES.count("inference_mode") + MANY_SHAPES.count("im()"), finding
