@@ -101,3 +101,26 @@ def test_explain_prints_docs_and_every_example(code):
             assert any(printed[i:i + len(lines)] == lines for i in start), (path, source)
             if isinstance(example, dict):
                 assert f"# {path}" in proc.stdout
+
+
+def test_gm202_names_what_switched_inference_mode_on(tmp_path):
+    """A buffer that serving code under inference mode allocates, through a helper warmup shares, is not
+    warmup's doing: the message names the serving function (it said "warmup makes")."""
+    from .helpers import lint_run
+
+    pool = ("import torch\n_BUF = {}\ndef get_buf(n):\n    b = _BUF.get('x')\n    if b is None or b.numel() < n:\n"
+            "        b = torch.zeros(n)\n        _BUF['x'] = b\n    return b[:n]\n")
+    kernels = "from eng.pool import get_buf\ndef fused_op(x):\n    out = get_buf(4)\n    out.copy_(x)\n"
+    server = ("import torch\nfrom eng import kernels\nclass Engine:\n    @torch.inference_mode()\n"
+              "    def generate(self, x):\n        return kernels.fused_op(x)\n    @torch.no_grad()\n"
+              "    def execute_model(self, x):\n        return kernels.fused_op(x)\n")
+    for warm, expected in [
+        ("from eng import kernels\ndef warmup(x):\n    kernels.fused_op(x)\n",
+         "inference mode in `Engine.generate()` makes `_BUF` an inference tensor"),
+        ("import torch\nfrom eng import kernels\ndef warmup(x):\n    with torch.inference_mode():\n"
+         "        kernels.fused_op(x)\n", "warmup makes `_BUF` an inference tensor")]:
+        files = {"eng/__init__.py": "", "eng/pool.py": pool, "eng/kernels.py": kernels, "eng/server.py": server,
+                 "eng/warm.py": warm}
+        run = lint_run(tmp_path / str(len(warm)), files, Config())
+        messages = [f.message for f in run.findings if f.code == "GM202"]
+        assert len(messages) == 1 and messages[0].startswith(expected), messages

@@ -193,6 +193,7 @@ class LazyBufferBecomesInferenceTensor(Rule):
             if local is not None and local[0] == INFERENCE and phases.is_warm(alloc.fid):
                 region = f"{local[1].via} in {project.label(alloc.fid)} at {project.where(alloc.fid, alloc.line)}"
                 chain: list[str] = []
+                switched_by = "warmup"
             else:
                 reach = reach if reach is not None else phases.inference_reach()
                 entry = reach.get(alloc.fid)
@@ -201,13 +202,16 @@ class LazyBufferBecomesInferenceTensor(Rule):
                 origin = entry[0]
                 region = f"{origin.via} in {project.label(origin.fid)} at {project.where(origin.fid, origin.line)}"
                 chain = phases.chain_to(alloc.fid)
-            suspects[alloc] = (region, chain)
+                # the region itself may be serving code whose chain only passes through shared warm code
+                switched_by = ("warmup" if phases.is_warm(origin.fid)
+                               else f"inference mode in {project.label(origin.fid)}")
+            suspects[alloc] = (region, chain, switched_by)
         if not suspects:
             return
         for alloc, mutations in lazy_buffers(analysis):
             if alloc not in suspects:
                 continue
-            region, chain = suspects[alloc]
+            region, chain, switched_by = suspects[alloc]
             outside = [m for m in mutations if (s := regions.inference_state(m.fid, m.with_index)) is None
                        or s[0] != INFERENCE]
             if not outside:
@@ -218,5 +222,5 @@ class LazyBufferBecomesInferenceTensor(Rule):
                      f"inference mode: {region}", *(f"  {step}" for step in chain),
                      f"updated in place: {update}")
             yield self.finding(analysis, alloc.fid, alloc.line, alloc.col,
-                               f"warmup makes `{alloc.key.text()}` an inference tensor: in-place update raises",
+                               f"{switched_by} makes `{alloc.key.text()}` an inference tensor: in-place update raises",
                                notes)
