@@ -245,6 +245,9 @@ class Project:
                         else Symbol(PARAM, "", head, scope_fid))
                 return self.member(base, rest) if rest else base
             if head in self.local_values(scope_fid) or head in scope["globals"]:
+                alias = self._external_alias(summary, scope_fid, head) if head not in scope["globals"] else None
+                if alias is not None:  # `im = torch.inference_mode`: the name is that callable
+                    return self.member(alias, rest) if rest else alias
                 if is_top or head in scope["globals"]:
                     base = Symbol(GLOBAL, module, head)
                 else:
@@ -257,6 +260,21 @@ class Project:
             if found is not None and found.kind != EXTERNAL:
                 return found
         return Symbol(EXTERNAL, dotted)
+
+    def _external_alias(self, summary: dict, scope_fid: str, name: str) -> Optional[Symbol]:
+        """What ``name`` stands for where its only binding in ``scope_fid`` is another name that resolves
+        outside the project (``im = torch.inference_mode``); None for anything else, and for a module
+        global that a function rebinds (``global im``)."""
+        values = self.local_values(scope_fid).get(name, [])
+        if len(values) != 1 or values[0][0] != "n" or values[0][1] == name:
+            return None
+        scope = self.function(scope_fid)
+        if name in scope["locals"]:
+            return None  # also bound to a constant (`im = None`): not only this alias
+        if scope["qual"] == MODULE_SCOPE and any(name in fn["globals"] for fn in summary["functions"].values()):
+            return None
+        target = self.resolve(scope_fid, values[0][1])
+        return target if target is not None and target.kind == EXTERNAL else None
 
     def member(self, base: Symbol, rest: str) -> Optional[Symbol]:
         """``base.rest`` for a symbol and a dotted attribute chain."""
@@ -328,6 +346,9 @@ class Project:
             return self.resolve_global(f"{module}.{name}" + (f".{rest}" if rest else ""))
         elif name in self.local_values(fid_of(module, MODULE_SCOPE)):
             values = self.local_values(fid_of(module, MODULE_SCOPE))[name]
+            alias = self._external_alias(summary, fid_of(module, MODULE_SCOPE), name)
+            if alias is not None:
+                return self.member(alias, rest) if rest else alias
             # `f = other_module.g` re-exports g; `x = Cls()` is an instance
             for value in values:
                 if value[0] == "n":

@@ -64,6 +64,12 @@ class InferenceModeBlockInWarmPath(Rule):
         "    with torch.inference_mode():  # expect: GM101:10\n"
         "        with torch.cuda.graph(graph):\n"
         "            model()\n",
+        # the switch through a local alias
+        "import torch\n"
+        "def warmup(model):\n"
+        "    switch = torch.inference_mode\n"
+        "    with switch():  # expect: GM101:10\n"
+        "        model()\n",
         {"engine/platform.py":
             "import torch\n"
             "class Platform:\n"

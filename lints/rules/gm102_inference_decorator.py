@@ -45,6 +45,20 @@ class InferenceModeDecoratorOnWarmPath(Rule):
             "    model()\n"
             "def warmup(model):\n"
             "    prewarm_kernels(model)\n"},
+        # a module-level alias of the switch, and one imported from another module
+        {"engine/modes.py":
+            "import torch\n"
+            "im = torch.inference_mode\n",
+         "engine/warm.py":
+            "import torch\n"
+            "from engine.modes import im\n"
+            "infer = torch.inference_mode\n"
+            "@infer()  # expect: GM102:2\n"
+            "def warmup(model):\n"
+            "    model()\n"
+            "@im()  # expect: GM102:2\n"
+            "def autotune(model):\n"
+            "    model()\n"},
     )
     VALID = (
         "import torch\n"
@@ -65,6 +79,22 @@ class InferenceModeDecoratorOnWarmPath(Rule):
         "    @inference_mode()\n"
         "    def replay(self):\n"
         "        self.graph.replay()\n",
+        # not only an alias: bound to something else too, or rebound by a function
+        "import contextlib, torch\n"
+        "mode = torch.inference_mode\n"
+        "mode = contextlib.nullcontext\n"
+        "off = torch.inference_mode\n"
+        "def disable():\n"
+        "    global off\n"
+        "    off = contextlib.nullcontext\n"
+        "none = torch.inference_mode\n"
+        "none = None\n"
+        "@mode()\n"
+        "def warmup(model):\n"
+        "    model()\n"
+        "@off()\n"
+        "def autotune(model):\n"
+        "    model()\n",
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
