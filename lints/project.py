@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, NamedTuple, Optional
 
-from .summary import (A_TARGET, A_VALUE, C_FUNC, MODULE_SCOPE)
+from .summary import A_TARGET, A_VALUE, C_FUNC, MODULE_SCOPE, R_VALUE, R_YIELD
 
 # What a name may denote.
 FUNC, CLASS, MODULE, EXTERNAL, INSTANCE, LOCAL, PARAM, GLOBAL, FIELD = (
@@ -73,6 +73,7 @@ class Project:
         self._mro: dict[str, list[str]] = {}
         self._field_types: dict[str, dict[str, str]] = {}
         self._local_values: dict[str, dict[str, list]] = {}
+        self._returned_classes: dict[str, Optional[str]] = {}
 
     # functions and classes ----------------------------------------------------
     def function(self, fid: str) -> dict:
@@ -166,13 +167,16 @@ class Project:
                 target = fact[A_TARGET]
                 if target[0] != "n" or not target[1].startswith("self.") or target[1].count(".") != 1:
                     continue
-                cls_id = self.class_of_value(fid, fact[A_VALUE])
+                cls_id = self.class_of_value(fid, fact[A_VALUE], factories=True)
                 if cls_id is not None:
                     types.setdefault(target[1][5:], cls_id)
         return types
 
-    def class_of_value(self, fid: str, value: list, depth: int = 0) -> Optional[str]:
-        """The project class of the object ``value`` evaluates to, when the code says so."""
+    def class_of_value(self, fid: str, value: list, depth: int = 0, factories: bool = False) -> Optional[str]:
+        """The project class of the object ``value`` evaluates to, when the code says so; with
+        ``factories``, also through a function that always builds one (``self.backend = get_backend()``).
+        Not for locals: ``ws = pool.get()`` stays a local, whose fields the buffer flow follows into the
+        constructor call the function returns (``Workspace(topk_idx=self._topk)``)."""
         if depth > 4:
             return None
         if value[0] == "c":
@@ -181,16 +185,31 @@ class Project:
                 symbol = self.resolve(fid, func[1])
                 if symbol is not None and symbol.kind == CLASS:
                     return symbol.target
+                if factories and symbol is not None and symbol.kind == FUNC:
+                    return self._returned_class(symbol.target, depth + 1)
         elif value[0] == "n":
             symbol = self.resolve(fid, value[1])
             if symbol is not None and symbol.kind == INSTANCE:
                 return symbol.target
         elif value[0] == "b":
             for operand in value[1]:
-                found = self.class_of_value(fid, operand, depth + 1)
+                found = self.class_of_value(fid, operand, depth + 1, factories)
                 if found:
                     return found
         return None
+
+    def _returned_class(self, fid: str, depth: int) -> Optional[str]:
+        """The project class every return of ``fid`` builds (a factory: ``return FlashBackend()``), when
+        they all build the same one; None otherwise (a factory picking among several backends)."""
+        if fid in self._returned_classes:
+            return self._returned_classes[fid]
+        self._returned_classes[fid] = None  # guards recursion
+        fn = self.function(fid)
+        returns = [ret[R_VALUE] for ret in fn["rets"] if not ret[R_YIELD]]
+        found = {self.class_of_value(fid, value, depth, factories=True) for value in returns}
+        result = found.pop() if len(found) == 1 and returns else None
+        self._returned_classes[fid] = result
+        return result
 
     # names ----------------------------------------------------------------------
     def local_values(self, fid: str) -> dict[str, list]:

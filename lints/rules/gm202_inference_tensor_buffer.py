@@ -87,6 +87,25 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "    @torch.inference_mode()  # expect: GM102:6\n"
             "    def warmup(self, x):\n"
             "        self.layer.forward(x, 4, 8)\n"},
+        # the backend is built by a factory function
+        {"engine/backend.py":
+            "import torch\n"
+            "class FlashBackend:\n"
+            "    def forward(self, x):\n"
+            "        if self._ws is None:\n"
+            "            self._ws = torch.empty_like(x)  # expect: GM202:13\n"
+            "        self._ws.copy_(x)\n"
+            "def get_backend():\n"
+            "    return FlashBackend()\n",
+         "engine/runner.py":
+            "import torch\n"
+            "from engine.backend import get_backend\n"
+            "class Runner:\n"
+            "    def __init__(self):\n"
+            "        self.backend = get_backend()\n"
+            "    def warmup(self, x):\n"
+            "        with torch.inference_mode():  # expect: GM101:14\n"
+            "            self.backend.forward(x)\n"},
         # a slice assignment into a tensor taken out of a dict cache writes that tensor
         {"engine/pool.py":
             "import torch\n"
