@@ -350,9 +350,16 @@ class Buffers:
         found = None
         for fact in fn["assigns"]:
             where = (fact[A_LINE], fact[A_COL])
+            # a statement of its own, indented as the update is (a copy in a loop, a `try` or a walrus
+            # may not run): nothing between them is indented less (no other block in between)
             if (fact[A_TARGET] == ["n", name] and fact[A_OP] is None and where < (mutation.line, mutation.col)
-                    and (fact[A_GUARD] < 0 or fact[A_GUARD] in chain) and self._copy_of(fn, fact[A_VALUE], name)):
+                    and fact[A_COL] == mutation.col and (fact[A_GUARD] < 0 or fact[A_GUARD] in chain)
+                    and self._copy_of(fn, fact[A_VALUE], name)
+                    and not _dedented_between(fn, fact[A_LINE], mutation.line, mutation.col)):
                 found = max(found or where, where)
+        if found is not None and any(f[A_TARGET] == ["n", name] and (f[A_LINE], f[A_COL]) > found
+                                     for f in fn["assigns"]):
+            return None  # bound again after the copy (`out, k = get_buf(), 0`, a loop, a with): not known
         return found
 
     @staticmethod
@@ -468,6 +475,12 @@ class Buffers:
                 and alloc_key.owner in self.project.classes and key.owner in self.project.classes:
             return alloc_key.owner in self.project.mro(key.owner) or key.owner in self.project.mro(alloc_key.owner)
         return False
+
+
+def _dedented_between(fn: dict, first: int, last: int, col: int) -> bool:
+    """Whether a call or assignment on a line between ``first`` and ``last`` starts left of ``col``."""
+    return any(first < call[C_LINE] < last and call[C_COL] < col for call in fn["calls"]) or any(
+        first < fact[A_LINE] < last and fact[A_COL] < col for fact in fn["assigns"])
 
 
 _OPERATORS = {"Add": "+=", "Sub": "-=", "Mult": "*=", "Div": "/=", "FloorDiv": "//=", "Mod": "%=", "Pow": "**=",

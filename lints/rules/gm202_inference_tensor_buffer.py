@@ -87,6 +87,36 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "    @torch.inference_mode()  # expect: GM102:6\n"
             "    def warmup(self, x):\n"
             "        self.layer.forward(x, 4, 8)\n"},
+        # a copy that may not run (a loop), or the buffer bound again after the copy: the update may
+        # still write the buffer
+        {"engine/pool.py":
+            "import torch\n"
+            "_WORKSPACES = {}\n"
+            "def get_topk_buffer(n):\n"
+            "    buf = _WORKSPACES.get(n)\n"
+            "    if buf is None:\n"
+            "        buf = torch.empty(n)  # expect: GM202:9\n"
+            "        _WORKSPACES[n] = buf\n"
+            "    return buf\n",
+         "engine/moe.py":
+            "from engine.pool import get_topk_buffer\n"
+            "def route(x, n, copies):\n"
+            "    out = get_topk_buffer(n)\n"
+            "    for _ in range(copies):\n"
+            "        out = out.clone()\n"
+            "    out.copy_(x)\n"
+            "def combine(x, n):\n"
+            "    out = get_topk_buffer(n)\n"
+            "    out = out.clone()\n"
+            "    out, k = get_topk_buffer(n), 0\n"
+            "    out.fill_(k)\n",
+         "engine/warm.py":
+            "import torch\n"
+            "from engine import moe\n"
+            "def autotune(x):\n"
+            "    with torch.inference_mode():  # expect: GM101:10\n"
+            "        moe.route(x, 4, 0)\n"
+            "        moe.combine(x, 4)\n"},
         # the backend is built by a factory function
         {"engine/backend.py":
             "import torch\n"
