@@ -23,6 +23,7 @@ from typing import Collection, Iterable, Optional, Sequence
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import ImportAssignment, MetadataWrapper, ScopeProvider
 
 from . import __version__
 from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args, configs_for_paths,
@@ -74,7 +75,7 @@ class ParsedSource:
     # ``fix_edits`` fixing one statement at a time: each top-level statement's text, with the
     # characters and lines before it; None where libcst does not give the text back as it is
     tops: Optional[list[tuple[int, int, str]]] = None
-    names: Optional[dict[str, int]] = None  # how many times each name is written in the module
+    names: Optional[dict[str, int]] = None  # ``_import_reads``: how many times each import is read
 
 
 def _parse_for_fixing(source: SourceFile, parsed: Optional[ParsedSource]) -> ParsedSource:
@@ -416,27 +417,31 @@ def _top_statements(module: cst.Module, text: str) -> list[tuple[int, int, str]]
 
 def _imports_stay(module: cst.Module, parsed: ParsedSource, plans: list, imported: Collection[str]) -> bool:
     """Whether no ``from torch import inference_mode`` can become unused by ``plans`` alone (else
-    ``apply_fixes`` may remove it, which only the whole-file way does): each such name is written
-    more often than the plans could take away."""
+    ``apply_fixes`` may remove it, which only the whole-file way does): each such import is read more
+    often than the plans could take away (its reads, as libcst's scope analysis counts them, once per
+    file: an attribute, keyword or parameter of that name is no read of it)."""
     candidates = [asname or "inference_mode" for _alias, _source, asname in _inference_mode_imports(module)
                   if (asname or "inference_mode") not in imported]
     if not candidates:
         return True
     if parsed.names is None:
-        counter = _NameCount()
-        module.visit(counter)
-        parsed.names = counter.counts
+        parsed.names = _import_reads(module)
     rewritten = sum(len(plan.items) or 1 for plan in plans)
-    return all(parsed.names.get(name, 0) > rewritten + 1 for name in candidates)  # + 1: the import's own
+    return all(parsed.names.get(name, 0) > rewritten for name in candidates)
 
 
-class _NameCount(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.counts: dict[str, int] = {}
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.counts[node.value] = self.counts.get(node.value, 0) + 1
+def _import_reads(module: cst.Module) -> dict[str, int]:
+    """name -> how many times the module reads an import of that name (any scope)."""
+    scopes = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ScopeProvider)
+    reads: dict[str, int] = {}
+    for scope in set(scopes.values()):
+        if scope is None:
+            continue
+        for assignment in scope.assignments:
+            if isinstance(assignment, ImportAssignment) or (
+                    isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom))):
+                reads[assignment.name] = reads.get(assignment.name, 0) + len(assignment.references)
+    return reads
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -387,3 +387,28 @@ def test_json_edits_fixing_one_statement_match_fixing_the_whole_file(tmp_path, m
         compile(fixed, "w.py", "exec")
         assert fixed != MANY_SHAPES and fixed.count("inference_mode") + fixed.count("im()") < \
             MANY_SHAPES.count("inference_mode") + MANY_SHAPES.count("im()"), finding
+
+
+@pytest.mark.parametrize("uses", ["    o.inference_mode\n    o(inference_mode=1)\n",
+                                  "    with inference_mode():\n        o()\n"])
+def test_json_edits_remove_an_import_the_fix_leaves_unused_as_the_whole_file_fix_does(tmp_path, monkeypatch, uses):
+    """An attribute or keyword named like the import is no use of it: the fix of the only `with` removes
+    the import, as fixing the whole file does; with a second use, it stays."""
+    from lints import codemod
+    from lints.engine import lint_project
+    from lints.files import read_source
+
+    text = ("import torch\nfrom torch import inference_mode\n\ndef warmup(model):\n    with inference_mode():\n"
+            "        model()\n\ndef tail(o):\n" + uses)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "w.py").write_text(text)
+    with chdir(tmp_path):
+        run = lint_project(["w.py"], Config(), use_cache=False)
+        finding = next(f for f in run.findings if f.line == 5)
+        source = read_source("w.py")
+        options = codemod.FixOptions(Config(), findings={}, imported={codemod.file_identity("w.py"): set()})
+        by_statement = codemod.fix_edits(source, finding, options, codemod.ParsedSource())
+        monkeypatch.setattr(codemod, "_statement_edits", lambda *a: None)
+        whole = codemod.fix_edits(source, finding, options, codemod.ParsedSource())
+    assert by_statement == whole
+    assert ("from torch import inference_mode" in _apply_edits(text, whole)) == ("with" in uses)
