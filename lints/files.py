@@ -692,23 +692,25 @@ def text_reader(overrides: dict[str, str]) -> Callable[[str], str]:
 
 def write_new_file(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` (a report, a baseline) as a shell's ``>`` would, but whole or not at
-    all where that can be: a new or regular file is replaced through a temp file renamed over it,
-    keeping its mode; through a symbolic link, the file it points to is (the link stays). Anything
-    else (``/dev/stdout``, a FIFO, a terminal) is written to in place: renaming over it would put a
-    regular file where the device or FIFO was. A regular file with other hard links is rewritten in
-    place too, so that the links keep seeing it."""
+    all where that changes nothing else: a new file, or a regular file of ours that we may write in a
+    folder we may write, is replaced through a temp file renamed over it, keeping its mode; through a
+    symbolic link, the file it points to is (the link stays). Anything else is written in place, as
+    ``>`` does: ``/dev/stdout``, a FIFO or a terminal (a regular file renamed over it would replace
+    it), a file with other hard links (they keep seeing it), someone else's file (it stays theirs), a
+    file in a folder we may not write; and a read-only file is refused, as ``>`` refuses it."""
     target = os.path.realpath(path) if os.path.islink(path) else path
     try:
         st = os.stat(target)
     except FileNotFoundError:
         st = None
-    if st is not None and (not stat.S_ISREG(st.st_mode) or st.st_nlink > 1):
+    folder = os.path.dirname(os.path.abspath(target))
+    if st is not None and (not stat.S_ISREG(st.st_mode) or st.st_nlink > 1 or st.st_uid != os.geteuid()
+                           or not os.access(target, os.W_OK) or not os.access(folder, os.W_OK)):
         if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         with open(target, "wb") as handle:  # a FIFO blocks until read, as with `> fifo`
             handle.write(data)
         return
-    folder = os.path.dirname(os.path.abspath(target))
     fd, temp = tempfile.mkstemp(prefix=".gradmode-", suffix=".tmp", dir=folder)
     try:
         # mkstemp's 0600: the file gets the mode it had, or a new file's (0666 less the umask)

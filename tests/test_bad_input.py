@@ -238,6 +238,20 @@ def test_report_files_are_written_as_a_shell_redirect_writes_them(tmp_path, run)
     if os.path.exists("/dev/null"):
         assert run("lints", "--no-cache", "-o", "/dev/null", ".").returncode == 1
         assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    if os.geteuid() != 0:  # root writes anything
+        (tmp_path / "ro.txt").write_text("keep\n")
+        (tmp_path / "ro.txt").chmod(0o444)
+        refused = run("lints", "--no-cache", "-o", "ro.txt", ".")
+        assert refused.returncode == 2 and (tmp_path / "ro.txt").read_text() == "keep\n", refused.stderr
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        (locked / "r.txt").write_text("old\n")
+        locked.chmod(0o555)
+        try:
+            assert run("lints", "--no-cache", "-o", "locked/r.txt", ".").returncode == 1
+            assert (locked / "r.txt").read_text().startswith("warm.py:3:10: GM101")
+        finally:
+            locked.chmod(0o755)
 
 
 def _umask() -> int:
