@@ -17,7 +17,8 @@ from .model import Finding
 # flake8's syntax: `# noqa` alone suppresses everything on the line; `# noqa: GM101, GM2` codes or prefixes.
 # The word `noqa` is matched in any case; the codes are compared as written (flake8 compares them
 # case-sensitively: `# NOQA:gm101` names no code of ours, and is not a bare `# noqa` either).
-NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+# As flake8, `# noqa` is spelt with one space (`#noqa` is no directive to flake8, so not to us either).
+NOQA = re.compile(r"# noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _SEPARATORS = re.compile(r"[,\s]+")
 
 
