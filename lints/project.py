@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, NamedTuple, Optional
 
-from .summary import A_TARGET, A_VALUE, C_FUNC, MODULE_SCOPE, R_VALUE, R_YIELD
+from .summary import A_OP, A_TARGET, A_VALUE, C_FUNC, MODULE_SCOPE, R_VALUE, R_YIELD
 
 # What a name may denote.
 FUNC, CLASS, MODULE, EXTERNAL, INSTANCE, LOCAL, PARAM, GLOBAL, FIELD = (
@@ -74,6 +74,7 @@ class Project:
         self._field_types: dict[str, dict[str, str]] = {}
         self._local_values: dict[str, dict[str, list]] = {}
         self._returned_classes: dict[str, Optional[str]] = {}
+        self._field_aliases: dict[str, dict[str, list[Optional[Symbol]]]] = {}
 
     # functions and classes ----------------------------------------------------
     def function(self, fid: str) -> dict:
@@ -143,6 +144,38 @@ class Project:
             if field in types:
                 return types[field]
         return None
+
+    def field_alias(self, cid: str, field: str) -> Optional[Symbol]:
+        """What ``self.field`` stands for where the class (with its bases) binds it once, in a method,
+        to a name that resolves outside the project (``self.ctx = torch.inference_mode``)."""
+        found: list[Optional[Symbol]] = []
+        for klass in self.mro(cid):
+            aliases = self._field_aliases.get(klass)
+            if aliases is None:
+                self._field_aliases[klass] = {}  # guards cycles
+                aliases = self._field_aliases[klass] = self._collect_field_aliases(klass)
+            found.extend(aliases.get(field, ()))
+        return found[0] if len(found) == 1 else None
+
+    def _collect_field_aliases(self, cid: str) -> dict[str, list[Optional[Symbol]]]:
+        """field -> what each ``self.field = ...`` in the class's methods binds it to (None: anything but
+        an alias of something outside the project)."""
+        summary, cls = self.classes[cid]
+        module = summary["module"]
+        out: dict[str, list[Optional[Symbol]]] = {}
+        for method in cls["methods"]:
+            fid = fid_of(module, f"{cls['qual']}.{method}")
+            if fid not in self.functions:
+                continue
+            for fact in self.function(fid)["assigns"]:
+                target = fact[A_TARGET]
+                if target[0] != "n" or not target[1].startswith("self.") or target[1].count(".") != 1:
+                    continue
+                value = fact[A_VALUE]
+                symbol = self.resolve(fid, value[1]) if value[0] == "n" and fact[A_OP] is None else None
+                out.setdefault(target[1][5:], []).append(symbol if symbol is not None and symbol.kind == EXTERNAL
+                                                          else None)
+        return out
 
     def _collect_field_types(self, cid: str) -> dict[str, str]:
         summary, cls = self.classes[cid]
@@ -314,6 +347,10 @@ class Project:
                     current = Symbol(FUNC, method)
                 else:
                     field_cls = self.field_type(current.target, part)
+                    alias = self.field_alias(current.target, part) if not field_cls else None
+                    if alias is not None:  # `self.ctx = torch.inference_mode`: the field is that callable
+                        rest_parts = parts[index + 1:]
+                        return Symbol(EXTERNAL, ".".join([alias.target, *rest_parts]))
                     current = Symbol(INSTANCE, field_cls) if field_cls else Symbol(FIELD, current.target, part)
             else:  # attributes of functions, params, locals, fields: not followed
                 return Symbol(current.kind, current.target, current.name + "." + remaining, current.owner) \

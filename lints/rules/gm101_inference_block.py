@@ -64,12 +64,18 @@ class InferenceModeBlockInWarmPath(Rule):
         "    with torch.inference_mode():  # expect: GM101:10\n"
         "        with torch.cuda.graph(graph):\n"
         "            model()\n",
-        # the switch through a local alias
+        # the switch through a local alias, and through a field that only ever holds it
         "import torch\n"
         "def warmup(model):\n"
         "    switch = torch.inference_mode\n"
         "    with switch():  # expect: GM101:10\n"
-        "        model()\n",
+        "        model()\n"
+        "class Runner:\n"
+        "    def __init__(self):\n"
+        "        self.ctx = torch.inference_mode\n"
+        "    def warmup(self):\n"
+        "        with self.ctx():  # expect: GM101:14\n"
+        "            self.model()\n",
         {"engine/platform.py":
             "import torch\n"
             "class Platform:\n"
@@ -89,6 +95,16 @@ class InferenceModeBlockInWarmPath(Rule):
         "    def capture(self):\n"
         "        with torch.no_grad():\n"
         "            self.run_once()\n",
+        # a field that holds the switch or something else
+        "import contextlib, torch\n"
+        "class Runner:\n"
+        "    def __init__(self, fast):\n"
+        "        self.ctx = torch.inference_mode\n"
+        "    def use_nothing(self):\n"
+        "        self.ctx = contextlib.nullcontext\n"
+        "    def warmup(self):\n"
+        "        with self.ctx():\n"
+        "            self.model()\n",
         "import torch\n"
         "class Model:\n"
         "    def forward(self, x):\n"
