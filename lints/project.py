@@ -300,8 +300,12 @@ class Project:
                 alias = self._external_alias(summary, scope_fid, head) if head not in scope["globals"] else None
                 if alias is not None:  # `im = torch.inference_mode`: the name is that callable
                     return self.member(alias, rest) if rest else alias
-                if is_top or head in scope["globals"]:
+                if head in scope["globals"]:
                     base = Symbol(GLOBAL, module, head)
+                elif is_top:  # `_WS = Workspace()` at the top: an instance, as `_module_member` has it
+                    values = self.local_values(scope_fid)[head]
+                    cls = next((c for v in values if (c := self.class_of_value(scope_fid, v))), None)
+                    base = Symbol(INSTANCE, cls) if cls else Symbol(GLOBAL, module, head)
                 else:
                     values = self.local_values(scope_fid)[head]
                     cls = next((c for v in values if (c := self.class_of_value(scope_fid, v))), None)

@@ -117,6 +117,25 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "    with torch.inference_mode():  # expect: GM101:10\n"
             "        moe.route(x, 4, 0)\n"
             "        moe.combine(x, 4)\n"},
+        # a dict cache of the class, reached through a module-level instance
+        {"engine/ws.py":
+            "import torch\n"
+            "class Workspace:\n"
+            "    _cache = {}\n"
+            "    def get(self, n):\n"
+            "        if n not in self._cache:\n"
+            "            self._cache[n] = torch.zeros(n)  # expect: GM202:13\n"
+            "        return self._cache[n]\n",
+         "engine/kernels.py":
+            "import torch\n"
+            "from engine.ws import Workspace\n"
+            "_WS = Workspace()\n"
+            "def fused_op(x):\n"
+            "    out = _WS.get(x.numel())\n"
+            "    out.copy_(x)\n"
+            "def warmup(x):\n"
+            "    with torch.inference_mode():  # expect: GM101:10\n"
+            "        fused_op(x)\n"},
         # the backend is built by a factory function
         {"engine/backend.py":
             "import torch\n"
