@@ -11,6 +11,22 @@ from ._buffers import lazy_buffers
 _ERROR = "'Inplace update to inference tensor outside InferenceMode is not allowed'"
 
 
+# A dict-cache pool and an autotune run of the router that takes from it (several examples share them).
+_TOPK_POOL = ("import torch\n"
+              "_WORKSPACES = {}\n"
+              "def get_topk_buffer(n, device):\n"
+              "    buf = _WORKSPACES.get(device)\n"
+              "    if buf is None or buf.numel() < n:\n"
+              "        buf = torch.empty(n, dtype=torch.int32, device=device)  # expect: GM202:9\n"
+              "        _WORKSPACES[device] = buf\n"
+              "    return buf\n")
+_AUTOTUNE_ROUTE = ("import torch\n"
+                   "from engine import moe\n"
+                   "def autotune(x):\n"
+                   "    with torch.inference_mode():  # expect: GM101:10\n"
+                   "        moe.route(x, 4, 8)\n")
+
+
 class LazyBufferBecomesInferenceTensor(Rule):
     CODE = "GM202"
     NAME = "lazy-buffer-becomes-inference-tensor"
@@ -39,27 +55,14 @@ class LazyBufferBecomesInferenceTensor(Rule):
         "    def warmup(self, x):\n"
         "        with torch.inference_mode():  # expect: GM101:14\n"
         "            self.moe.forward(x)\n",
-        {"engine/pool.py":
-            "import torch\n"
-            "_WORKSPACES = {}\n"
-            "def get_topk_buffer(n, device):\n"
-            "    buf = _WORKSPACES.get(device)\n"
-            "    if buf is None or buf.numel() < n:\n"
-            "        buf = torch.empty(n, dtype=torch.int32, device=device)  # expect: GM202:9\n"
-            "        _WORKSPACES[device] = buf\n"
-            "    return buf\n",
+        {"engine/pool.py": _TOPK_POOL,
          "engine/moe.py":
             "from engine.pool import get_topk_buffer\n"
             "def route(x, n, prev_n):\n"
             "    topk_idx_out = get_topk_buffer(prev_n, x.device)\n"
             "    topk_idx_out[n:prev_n].fill_(-1)\n"
             "    return topk_idx_out\n",
-         "engine/warm.py":
-            "import torch\n"
-            "from engine import moe\n"
-            "def autotune(x):\n"
-            "    with torch.inference_mode():  # expect: GM101:10\n"
-            "        moe.route(x, 4, 8)\n"},
+         "engine/warm.py": _AUTOTUNE_ROUTE},
         {"engine/workspace.py":
             "import dataclasses, torch\n"
             "@dataclasses.dataclass\n"
@@ -156,27 +159,14 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "        with torch.inference_mode():  # expect: GM101:14\n"
             "            self.backend.forward(x)\n"},
         # a slice assignment into a tensor taken out of a dict cache writes that tensor
-        {"engine/pool.py":
-            "import torch\n"
-            "_WORKSPACES = {}\n"
-            "def get_topk_buffer(n, device):\n"
-            "    buf = _WORKSPACES.get(device)\n"
-            "    if buf is None or buf.numel() < n:\n"
-            "        buf = torch.empty(n, dtype=torch.int32, device=device)  # expect: GM202:9\n"
-            "        _WORKSPACES[device] = buf\n"
-            "    return buf\n",
+        {"engine/pool.py": _TOPK_POOL,
          "engine/moe.py":
             "from engine.pool import get_topk_buffer\n"
             "def route(x, n, prev_n):\n"
             "    topk_idx_out = get_topk_buffer(prev_n, x.device)\n"
             "    topk_idx_out[n:prev_n] = -1\n"
             "    return topk_idx_out\n",
-         "engine/warm.py":
-            "import torch\n"
-            "from engine import moe\n"
-            "def autotune(x):\n"
-            "    with torch.inference_mode():  # expect: GM101:10\n"
-            "        moe.route(x, 4, 8)\n"},
+         "engine/warm.py": _AUTOTUNE_ROUTE},
     )
     VALID = (
         # the known workaround: allocate outside inference mode
@@ -212,14 +202,7 @@ class LazyBufferBecomesInferenceTensor(Rule):
         "            self.moe.forward(x)\n",
         # updates made on a copy, rebound to the same name: the buffer itself is never written
         {"engine/pool.py":
-            "import torch\n"
-            "_WORKSPACES = {}\n"
-            "def get_topk_buffer(n, device):\n"
-            "    buf = _WORKSPACES.get(device)\n"
-            "    if buf is None or buf.numel() < n:\n"
-            "        buf = torch.empty(n, dtype=torch.int32, device=device)\n"
-            "        _WORKSPACES[device] = buf\n"
-            "    return buf\n"
+            _TOPK_POOL.replace("  # expect: GM202:9", "") +
             "def remember(device, t):\n"
             "    cache = _WORKSPACES\n"
             "    cache[device] = t\n",
