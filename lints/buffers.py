@@ -337,11 +337,12 @@ class Buffers:
             return bool(values) and all(self._is_container(symbol.owner, v, depth + 1) for v in values)
         return False
 
-    def _copied_before(self, fn: dict, name: str, mutation: Mutation) -> Optional[tuple[int, int]]:
-        """Where ``name = name.clone()`` (a copy of itself, ``torch.clone(name)`` too) last comes before
-        ``mutation`` and runs whenever it does (not in an if-branch the mutation is outside of):
-        what ``name`` held before is not what the mutation updates. None if there is none. A rebinding
-        to anything else may be an alternative (try/except, a loop) and is not taken as one."""
+    def _replaced_before(self, fn: dict, name: str, mutation: Mutation) -> Optional[tuple[int, int]]:
+        """Where ``name = name.clone()`` (``torch.clone(name)`` too) or ``name = name + x`` (any new object,
+        the summary's ``["f"]``) last comes before ``mutation`` and runs whenever it does (not in an
+        if-branch the mutation is outside of): what ``name`` held before is not what the mutation
+        updates. None if there is none. A rebinding to anything else may be an alternative (try/except,
+        a loop) and is not taken as one."""
         chain = set()
         guard = mutation.guard
         while guard >= 0:
@@ -354,7 +355,7 @@ class Buffers:
             # may not run): nothing between them is indented less (no other block in between)
             if (fact[A_TARGET] == ["n", name] and fact[A_OP] is None and where < (mutation.line, mutation.col)
                     and fact[A_COL] == mutation.col and (fact[A_GUARD] < 0 or fact[A_GUARD] in chain)
-                    and self._copy_of(fn, fact[A_VALUE], name)
+                    and (fact[A_VALUE] == ["f"] or self._copy_of(fn, fact[A_VALUE], name))
                     and not _dedented_between(fn, fact[A_LINE], mutation.line, mutation.col)):
                 found = max(found or where, where)
         if found is not None and any(f[A_TARGET] == ["n", name] and (f[A_LINE], f[A_COL]) > found
@@ -427,16 +428,16 @@ class Buffers:
                 text = base[1] if base[0] == "n" else (base[2] if base[0] == "a" else "")
                 leaf = text.rsplit(".", 1)[-1]
                 head = text.split(".", 1)[0]
-                copied = self._copied_before(fn, text, mutation) if base[0] == "n" and "." not in text else None
-                if head in params and head not in ("self", "cls") and "." not in text and copied is None:
+                replaced = self._replaced_before(fn, text, mutation) if base[0] == "n" and "." not in text else None
+                if head in params and head not in ("self", "cls") and "." not in text and replaced is None:
                     param_writers.setdefault(fid, []).append((head, mutation))
                 # the receiver must mention a buffer's name, or be a local/call that may hold one
                 if leaf not in wanted_names and base[0] == "n" and "." in text and head in ("self", "cls"):
                     continue
-                if copied is not None:  # `out = out.clone()` then `out.fill_()`: only what is bound since
+                if replaced is not None:  # `out = out.clone()` or `out = out + x`, then `out.fill_()`
                     keys = frozenset().union(*(self.keys_of(fid, fact[A_VALUE]) for fact in fn["assigns"]
                                                if fact[A_TARGET] == ["n", text] and fact[A_OP] is None
-                                               and (fact[A_LINE], fact[A_COL]) > copied))
+                                               and (fact[A_LINE], fact[A_COL]) > replaced))
                 else:
                     keys = self.keys_of(fid, receiver)
                 for key in keys:

@@ -15,6 +15,7 @@ Expressions are kept in a small tagged form, enough to follow names, calls and c
     ["l", body]              ``lambda: body``
     ["s", e]                 ``e[...]`` (the indexed value)
     ["a", e, "attr"]         ``e.attr`` where ``e`` is not a dotted name (``f().attr``)
+    ["f"]                    a new object computed here (``a + b``, ``-a``, ``a < b``, a display)
     ["?"]                    anything else
 """
 from __future__ import annotations
@@ -28,9 +29,13 @@ from typing import Iterable, Iterator, Optional
 from .files import source_lines
 from .names import NOTABLE_CALL_LEAVES
 
-SCHEMA = 6
+SCHEMA = 7
 MODULE_SCOPE = "<module>"
 _UNKNOWN = ["?"]
+_FRESH = ["f"]
+# Expressions whose value is always a new object (on tensors too: `b + x` allocates, `b += x` does not).
+_FRESH_KINDS = frozenset({ast.BinOp, ast.UnaryOp, ast.Compare, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp,
+                          ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.JoinedStr})
 
 # Records are positional lists (summaries of a large tree are tens of MB of JSON).
 # call:      [func, args, kwargs, line, col, with, guard]
@@ -176,7 +181,7 @@ class _Summarizer:
         if kind is ast.Await:
             return self.expr(node.value, scope)
         self.walk_expr(node, scope)
-        return _UNKNOWN
+        return _FRESH if kind in _FRESH_KINDS else _UNKNOWN
 
     def walk_expr(self, node: ast.AST, scope: _Scope) -> None:
         """Record the calls inside ``node`` (an expression we do not model), iteratively."""

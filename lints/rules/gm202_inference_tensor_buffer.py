@@ -219,7 +219,10 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "    out.fill_(0)\n"
             "def combine(x, n):\n"
             "    scatter(get_topk_buffer(n, x.device))\n"
-            "    remember(x.device, x)\n",
+            "    remember(x.device, x)\n"
+            "    out = get_topk_buffer(n, x.device)\n"
+            "    out = out[:n] * 2\n"
+            "    out.mul_(3)\n",
          "engine/warm.py":
             "import torch\n"
             "from engine import moe\n"
