@@ -16,7 +16,7 @@ from typing import NamedTuple, Optional
 
 from . import names
 from .callgraph import CallGraph
-from .project import EXTERNAL, FIELD, GLOBAL, LOCAL, Project
+from .project import EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL, Project
 from .regions import Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
                       C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE,
@@ -181,6 +181,18 @@ class Buffers:
                     break
         return out
 
+    def _is_property(self, fid: str) -> bool:
+        """A method read as an attribute (``@property``, ``@functools.cached_property``)."""
+        for dec in self.project.function(fid)["dec"]:
+            expr = dec[D_EXPR]
+            if expr[0] == "n":
+                if expr[1] == "property":
+                    return True
+                symbol = self.project.resolve(fid, expr[1])
+                if symbol is not None and symbol.kind == EXTERNAL and symbol.target == "functools.cached_property":
+                    return True
+        return False
+
     def _cached_getter(self, fid: str, fn: dict) -> bool:
         for dec in fn["dec"]:
             expr = dec[D_EXPR]
@@ -241,6 +253,8 @@ class Buffers:
         if symbol.kind == GLOBAL:
             head, _, rest = symbol.name.partition(".")
             return frozenset({BufferKey("global", symbol.target, head)}) if not rest else frozenset()
+        if symbol.kind == FUNC and self._is_property(symbol.target):  # `self.workspace`: what its getter returns
+            return self.returned(symbol.target, depth + 1)
         if symbol.kind == LOCAL:
             head, _, rest = symbol.name.partition(".")
             out: set[BufferKey] = set()
@@ -308,6 +322,11 @@ class Buffers:
             if receiver is not None and names.is_inplace_method(method):
                 yield receiver, Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
                                          f"`.{method}()`"), False
+            # the function form: `torch.clamp_(b, 0, 1)`, `torch.Tensor.copy_(b, x)`
+            if (func[0] == "n" and names.is_inplace_method(method) and call[C_ARGS]
+                    and func[1].split(".", 1)[0] in ("torch", "th")):
+                yield call[C_ARGS][0], Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
+                                                f"`{func[1]}()`"), False
             out = call[C_KWARGS].get("out")
             if out is not None and func[0] == "n" and func[1].split(".", 1)[0] in ("torch", "th"):
                 yield out, Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],

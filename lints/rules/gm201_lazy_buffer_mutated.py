@@ -34,6 +34,21 @@ class LazyBufferMutatedInPlace(Rule):
         "        self._out.view(-1)[: x.numel()].zero_()\n"
         "        scratch(x).zero_()\n"
         "        return self._out\n",
+        # handed out by a property, and by a cached property; updated by torch's function form
+        "import functools, torch\n"
+        "class Backend:\n"
+        "    @property\n"
+        "    def workspace(self):\n"
+        "        if self._ws is None:\n"
+        "            self._ws = torch.empty(64)  # expect: GM201:13\n"
+        "        return self._ws\n"
+        "    @functools.cached_property\n"
+        "    def kv_indptr(self):\n"
+        "        return torch.zeros(9)  # expect: GM201:9\n"
+        "    def forward(self, x):\n"
+        "        ws = self.workspace\n"
+        "        ws.zero_()\n"
+        "        torch.Tensor.copy_(self.kv_indptr, x)\n",
     )
     VALID = (
         "import torch\n"
@@ -42,6 +57,15 @@ class LazyBufferMutatedInPlace(Rule):
         "        self._out = torch.empty(n)\n"
         "    def forward(self, x):\n"
         "        self._out.zero_()\n",
+        # a property that builds a new tensor each time, and torch's function form on a fresh one
+        "import torch\n"
+        "class Backend:\n"
+        "    @property\n"
+        "    def workspace(self):\n"
+        "        return torch.empty(64)\n"
+        "    def forward(self, x):\n"
+        "        self.workspace.zero_()\n"
+        "        torch.clamp_(torch.ones(3), 0, 1)\n",
         "import torch\n"
         "class MoE:\n"
         "    def __init__(self, n):\n"
