@@ -32,8 +32,7 @@ from .options import Config, ConfigError, default_cache_dir
 from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_files
 from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, collector_paused, default_jobs, is_read_only,
                     read_source, remove_in_flight_temps, run_jobs, source_lines, walks_shared, write_file)
-from .fixer import (REFUSED_WHY, STYLES, _FixTransformer, _inference_mode_imports, fix_source, node_positions,
-                    plans_for)
+from .fixer import REFUSED_WHY, STYLES, FixTransformer, fix_source, inference_mode_imports, node_positions, plans_for
 from .limits import source_limits_error
 from .progress import Progress
 from .model import FileError, Finding
@@ -72,10 +71,10 @@ class ParsedSource:
     module: Optional[cst.Module] = None
     nodes: object = None  # ``fixer.node_positions(module)``
     error: Optional[str] = None
-    # ``fix_edits`` fixing one statement at a time: each top-level statement's text, with the
-    # characters and lines before it; None where libcst does not give the text back as it is
-    tops: Optional[list[tuple[int, int, str]]] = None
-    names: Optional[dict[str, int]] = None  # ``_import_reads``: how many times each import is read
+    # ``fix_edits`` fixing one statement at a time: each top-level statement's text and the lines
+    # before it ([] where libcst does not give the text back as it is)
+    tops: Optional[list[tuple[int, str]]] = None
+    import_reads: Optional[dict[str, int]] = None  # ``_import_reads``
 
 
 def _parse_for_fixing(source: SourceFile, parsed: Optional[ParsedSource]) -> ParsedSource:
@@ -330,7 +329,7 @@ def fix_edits(source: SourceFile, finding: Finding, options: FixOptions,
 def _statement_edits(source: SourceFile, finding: Finding, options: FixOptions,
                      parsed: ParsedSource) -> Optional[list[dict]]:
     """``fix_edits`` for a fix that rewrites top-level statements of the module and nothing else, from
-    those statements alone: the fix rebuilds only them (``_FixTransformer`` keeps every other one as
+    those statements alone: the fix rebuilds only them (``FixTransformer`` keeps every other one as
     it is), and only they are printed, checked and compared. Rewriting, printing and re-parsing the
     whole file for each finding made ``--format json`` quadratic: 250 findings in one file took 37 s.
     None where this does not hold (an import to add or remove, a comment moved to the module's end,
@@ -356,7 +355,7 @@ def _statement_edits(source: SourceFile, finding: Finding, options: FixOptions,
     if imported is not None and not _imports_stay(module, parsed, plans, imported):
         return None
     context = CodemodContext()
-    fixed = module.visit(_FixTransformer(plans, options.style, context, parsed.nodes))
+    fixed = module.visit(FixTransformer(plans, options.style, context, parsed.nodes))
     if (context.scratch.get(AddImportsVisitor.CONTEXT_KEY) or context.scratch.get(RemoveImportsVisitor.CONTEXT_KEY)
             or not _same_nodes(fixed.header, module.header) or not _same_nodes(fixed.footer, module.footer)):
         return None
@@ -372,8 +371,8 @@ def _statement_edits(source: SourceFile, finding: Finding, options: FixOptions,
     end = len(old) - kept_after
     if end == len(old):  # the last statement: how the file ends (a newline or not) is the whole file's
         return None
-    start_char, start_line, _ = parsed.tops[first]
-    before = "".join(text for _, _, text in parsed.tops[first:end])
+    start_line = parsed.tops[first][0]
+    before = "".join(text for _, text in parsed.tops[first:end])
     after = "".join(module.code_for_node(stmt) for stmt in new[first:len(new) - kept_after])
     if before == after:
         return []
@@ -395,9 +394,9 @@ def _same_nodes(new: Sequence[cst.CSTNode], old: Sequence[cst.CSTNode]) -> bool:
     return len(new) == len(old) and all(a is b for a, b in zip(new, old))
 
 
-def _top_statements(module: cst.Module, text: str) -> list[tuple[int, int, str]]:
-    """(characters before, lines before, text) of each top-level statement; [] unless printing them one
-    by one gives ``text`` back exactly (libcst drops some form feeds and CR-only line ends)."""
+def _top_statements(module: cst.Module, text: str) -> list[tuple[int, str]]:
+    """(lines before, text) of each top-level statement; [] unless printing them one by one gives
+    ``text`` back exactly (libcst drops some form feeds and CR-only line ends)."""
     header = "".join(module.code_for_node(line) for line in module.header)
     out, chars, lines = [], len(header), len(source_lines(header))
     for n, stmt in enumerate(module.body):
@@ -409,7 +408,7 @@ def _top_statements(module: cst.Module, text: str) -> list[tuple[int, int, str]]
                 code = text[chars:]  # the file's last line has no line end (never rewritten here)
             else:
                 return []
-        out.append((chars, lines, code))
+        out.append((lines, code))
         chars += len(code)
         lines += len(source_lines(code))
     return out if module.code == text else []
@@ -420,14 +419,14 @@ def _imports_stay(module: cst.Module, parsed: ParsedSource, plans: list, importe
     ``apply_fixes`` may remove it, which only the whole-file way does): each such import is read more
     often than the plans could take away (its reads, as libcst's scope analysis counts them, once per
     file: an attribute, keyword or parameter of that name is no read of it)."""
-    candidates = [asname or "inference_mode" for _alias, _source, asname in _inference_mode_imports(module)
+    candidates = [asname or "inference_mode" for _alias, _source, asname in inference_mode_imports(module)
                   if (asname or "inference_mode") not in imported]
     if not candidates:
         return True
-    if parsed.names is None:
-        parsed.names = _import_reads(module)
+    if parsed.import_reads is None:
+        parsed.import_reads = _import_reads(module)
     rewritten = sum(len(plan.items) or 1 for plan in plans)
-    return all(parsed.names.get(name, 0) > rewritten for name in candidates)
+    return all(parsed.import_reads.get(name, 0) > rewritten for name in candidates)
 
 
 def _import_reads(module: cst.Module) -> dict[str, int]:

@@ -48,7 +48,7 @@ class _Nodes(cst.CSTVisitor):
         self.calls: dict[tuple[int, int], list[cst.Call]] = {}
         self.decorators: dict[tuple[int, int], cst.Decorator] = {}
         # Statements and blocks, by id: the one holding each (None at the top level), and the innermost one
-        # holding each node a fix can name. A fix rewrites that one; ``_FixTransformer`` visits no other.
+        # holding each node a fix can name. A fix rewrites that one; ``FixTransformer`` visits no other.
         self.block_parent: dict[int, Optional[cst.CSTNode]] = {}
         self.block_of: dict[int, cst.CSTNode] = {}
         self._blocks: list[cst.CSTNode] = []
@@ -142,7 +142,7 @@ def _key(fix: Fix) -> tuple:
 
 
 def _writes_null_context(plan: FixPlan, style: str) -> bool:
-    """Whether ``_FixTransformer._register`` rewrites ``plan`` to ``contextlib.nullcontext``."""
+    """Whether ``FixTransformer._register`` rewrites ``plan`` to ``contextlib.nullcontext``."""
     if style != "remove":
         return False
     return plan.action == "null_context" or (
@@ -150,7 +150,7 @@ def _writes_null_context(plan: FixPlan, style: str) -> bool:
 
 
 def _writes_torch_no_grad(plan: FixPlan, style: str) -> bool:
-    """Whether ``_FixTransformer._register`` writes ``torch.no_grad`` for ``plan``: ``_no_grad_for`` on a
+    """Whether ``FixTransformer._register`` writes ``torch.no_grad`` for ``plan``: ``_no_grad_for`` on a
     reference that is a bare name (``inference_mode()``, ``@im``), where ``t.inference_mode`` gives ``t.no_grad``."""
     if plan.action == "decorator_no_grad":
         refs = [plan.node.decorator]
@@ -229,7 +229,7 @@ def _bind(fix: Fix, nodes: _Nodes) -> Optional[FixPlan]:
     return None
 
 
-class _FixTransformer(cst.CSTTransformer):
+class FixTransformer(cst.CSTTransformer):
     def __init__(self, plans: Sequence[FixPlan], style: str, context: CodemodContext,
                  nodes: Optional[_Nodes] = None) -> None:
         super().__init__()
@@ -426,7 +426,7 @@ def _unwrapped(with_node: cst.With) -> tuple[list[cst.BaseStatement], list[cst.E
     return statements, list(body.footer)
 
 
-def _inference_mode_imports(module: cst.Module) -> list[tuple[cst.ImportAlias, str, Optional[str]]]:
+def inference_mode_imports(module: cst.Module) -> list[tuple[cst.ImportAlias, str, Optional[str]]]:
     """``from torch import inference_mode [as x]`` statements at any depth of the module's top level."""
     found = []
     for stmt in module.body:
@@ -460,9 +460,9 @@ def apply_fixes(module: cst.Module, plans: Sequence[FixPlan], style: str = "remo
     if not plans:
         return module
     context = context or CodemodContext()
-    fixed = module.visit(_FixTransformer(plans, style, context, nodes))
+    fixed = module.visit(FixTransformer(plans, style, context, nodes))
     if imported_elsewhere is not None:
-        candidates = [(alias, source, asname) for alias, source, asname in _inference_mode_imports(module)
+        candidates = [(alias, source, asname) for alias, source, asname in inference_mode_imports(module)
                       if (asname or "inference_mode") not in imported_elsewhere]
         if candidates and not _uses_name_otherwise(module, "__all__"):
             unused_before = _unused_imports(module)  # the fix did not make those unused: not its business
