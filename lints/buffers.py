@@ -322,11 +322,12 @@ class Buffers:
             if receiver is not None and names.is_inplace_method(method):
                 yield receiver, Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
                                          f"`.{method}()`"), False
-            # the function form: `torch.clamp_(b, 0, 1)`, `torch.Tensor.copy_(b, x)`
-            if (func[0] == "n" and names.is_inplace_method(method) and call[C_ARGS]
-                    and func[1].split(".", 1)[0] in ("torch", "th")):
-                yield call[C_ARGS][0], Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
-                                                f"`{func[1]}()`"), False
+            if func[0] == "n" and names.is_inplace_method(method) and call[C_ARGS] and receiver is not None:
+                function = self.project.resolve(fid, func[1])  # the function form: `torch.clamp_(b, 0, 1)`
+                if (function is not None and function.kind == EXTERNAL
+                        and function.target.rpartition(".")[0] in names.INPLACE_FUNCTION_MODULES):
+                    yield call[C_ARGS][0], Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
+                                                    f"`{func[1]}()`"), False
             out = call[C_KWARGS].get("out")
             if out is not None and func[0] == "n" and func[1].split(".", 1)[0] in ("torch", "th"):
                 yield out, Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],

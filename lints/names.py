@@ -57,8 +57,15 @@ FACTORY_LEAVES = frozenset(name.rsplit(".", 1)[1] for name in TORCH_FACTORIES) |
 NOTABLE_CALL_LEAVES = SEMANTIC_LEAVES | FACTORY_LEAVES | {REPLAY_LEAF}
 
 
+# In place by name, but no write of the tensor's data (torch allows them on an inference tensor).
+_NOT_DATA_UPDATES = frozenset({"requires_grad_"})
+# torch's function forms of in-place updates: `torch.clamp_(b, ...)`, `torch.Tensor.copy_(b, x)`,
+# `torch.nn.init.zeros_(b)` (not `torch.nn.utils.clip_grad_norm_`, which writes `.grad`).
+INPLACE_FUNCTION_MODULES = ("torch", "torch.Tensor", "torch.nn.init")
+
+
 def is_inplace_method(name: str) -> bool:
-    return bool(_INPLACE_METHOD.match(name)) and not name.startswith("__")
+    return bool(_INPLACE_METHOD.match(name)) and not name.startswith("__") and name not in _NOT_DATA_UPDATES
 
 
 def _literal(expr: Optional[list]):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, NamedTuple, Optional
 
-from .summary import A_OP, A_TARGET, A_VALUE, C_FUNC, MODULE_SCOPE, R_VALUE, R_YIELD
+from .summary import A_OP, A_TARGET, A_VALUE, C_ARGS, C_FUNC, MODULE_SCOPE, R_VALUE, R_YIELD
 
 # What a name may denote.
 FUNC, CLASS, MODULE, EXTERNAL, INSTANCE, LOCAL, PARAM, GLOBAL, FIELD = (
@@ -75,6 +75,7 @@ class Project:
         self._local_values: dict[str, dict[str, list]] = {}
         self._returned_classes: dict[str, Optional[str]] = {}
         self._field_aliases: dict[str, dict[str, list[Optional[Symbol]]]] = {}
+        self._attribute_bindings: Optional[dict[str, int]] = None
 
     # functions and classes ----------------------------------------------------
     def function(self, fid: str) -> dict:
@@ -155,7 +156,29 @@ class Project:
                 self._field_aliases[klass] = {}  # guards cycles
                 aliases = self._field_aliases[klass] = self._collect_field_aliases(klass)
             found.extend(aliases.get(field, ()))
-        return found[0] if len(found) == 1 else None
+        if len(found) != 1 or found[0] is None or self._attribute_bound_elsewhere(field) > 1:
+            return None
+        return found[0]
+
+    def _attribute_bound_elsewhere(self, field: str) -> int:
+        """How many times the project binds an attribute named ``field`` (``x.field = ...`` anywhere,
+        ``setattr(x, "field", ...)``): past one, a field alias may be rebound (a subclass, a caller)."""
+        if self._attribute_bindings is None:
+            counts: dict[str, int] = {}
+            for _summary, fn in self.functions.values():
+                for fact in fn["assigns"]:
+                    target = fact[A_TARGET]
+                    leaf = target[1].rpartition(".")[2] if target[0] == "n" and "." in target[1] else (
+                        target[2] if target[0] == "a" else None)
+                    if leaf is not None:
+                        counts[leaf] = counts.get(leaf, 0) + 1
+                for call in fn["calls"]:
+                    func, args = call[C_FUNC], call[C_ARGS]
+                    if func[0] == "n" and func[1] == "setattr" and len(args) > 1 and args[1][0] == "k" \
+                            and isinstance(args[1][1], str):
+                        counts[args[1][1]] = counts.get(args[1][1], 0) + 2  # never an alias: rebound at run time
+            self._attribute_bindings = counts
+        return self._attribute_bindings.get(field, 0)
 
     def _collect_field_aliases(self, cid: str) -> dict[str, list[Optional[Symbol]]]:
         """field -> what each ``self.field = ...`` in the class's methods binds it to (None: anything but
@@ -186,10 +209,15 @@ class Project:
             symbol = self.resolve(scope, annotation)
             if symbol is not None and symbol.kind == CLASS:
                 types[field] = symbol.target
-        for method in cls["methods"]:
-            fid = fid_of(module, f"{cls['qual']}.{method}")
-            if fid not in self.functions:
-                continue
+        methods = [fid for fid in (fid_of(module, f"{cls['qual']}.{m}") for m in cls["methods"])
+                   if fid in self.functions]
+        # how many times the class's methods bind each field: a factory counts only for a field bound once
+        bound_once: dict[str, int] = {}
+        for fid in methods:
+            for fact in self.function(fid)["assigns"]:
+                if fact[A_TARGET][0] == "n":
+                    bound_once[fact[A_TARGET][1]] = bound_once.get(fact[A_TARGET][1], 0) + 1
+        for fid in methods:
             fn = self.function(fid)
             for target, annotation in fn["ann"].items():
                 if target.startswith("self.") and target.count(".") == 1:
@@ -200,7 +228,7 @@ class Project:
                 target = fact[A_TARGET]
                 if target[0] != "n" or not target[1].startswith("self.") or target[1].count(".") != 1:
                     continue
-                cls_id = self.class_of_value(fid, fact[A_VALUE], factories=True)
+                cls_id = self.class_of_value(fid, fact[A_VALUE], factories=bound_once.get(target[1], 0) == 1)
                 if cls_id is not None:
                     types.setdefault(target[1][5:], cls_id)
         return types
@@ -218,7 +246,8 @@ class Project:
                 symbol = self.resolve(fid, func[1])
                 if symbol is not None and symbol.kind == CLASS:
                     return symbol.target
-                if factories and symbol is not None and symbol.kind == FUNC:
+                # not a method: a subclass may override that
+                if factories and symbol is not None and symbol.kind == FUNC and not self.function(symbol.target)["cls"]:
                     return self._returned_class(symbol.target, depth + 1)
         elif value[0] == "n":
             symbol = self.resolve(fid, value[1])
@@ -302,9 +331,8 @@ class Project:
                     return self.member(alias, rest) if rest else alias
                 if head in scope["globals"]:
                     base = Symbol(GLOBAL, module, head)
-                elif is_top:  # `_WS = Workspace()` at the top: an instance, as `_module_member` has it
-                    values = self.local_values(scope_fid)[head]
-                    cls = next((c for v in values if (c := self.class_of_value(scope_fid, v))), None)
+                elif is_top:  # `_WS = Workspace()` at the top, bound once: an instance of that class
+                    cls = self._module_instance(summary, scope_fid, head)
                     base = Symbol(INSTANCE, cls) if cls else Symbol(GLOBAL, module, head)
                 else:
                     values = self.local_values(scope_fid)[head]
@@ -317,6 +345,26 @@ class Project:
                 return found
         return Symbol(EXTERNAL, dotted)
 
+    def _module_instance(self, summary: dict, scope_fid: str, name: str) -> Optional[str]:
+        """The class of a module global bound once, at the top, to an instance of a class whose bases are
+        all the project's; None where a function may rebind it (``global``), where it is bound more than
+        once, or where a base comes from elsewhere (a ``dict`` subclass is a container, not a class of ours)."""
+        values = self.local_values(scope_fid).get(name, [])
+        if len(values) != 1 or name in self.function(scope_fid)["locals"] or any(
+                name in fn["globals"] for fn in summary["functions"].values()):
+            return None
+        cls = self.class_of_value(scope_fid, values[0])
+        if cls is None:
+            return None
+        for klass in self.mro(cls):
+            owner, record = self.classes[klass]
+            scope = fid_of(owner["module"], record["scope"] or MODULE_SCOPE)
+            for base in record["bases"]:
+                symbol = self.resolve(scope, base) if scope in self.functions else self.resolve_global(base)
+                if base != "object" and (symbol is None or symbol.kind != CLASS):
+                    return None
+        return cls
+
     def _external_alias(self, summary: dict, scope_fid: str, name: str) -> Optional[Symbol]:
         """What ``name`` stands for where its only binding in ``scope_fid`` is another name that resolves
         outside the project (``im = torch.inference_mode``); None for anything else, and for a module
@@ -327,8 +375,8 @@ class Project:
         scope = self.function(scope_fid)
         if name in scope["locals"]:
             return None  # also bound to a constant (`im = None`): not only this alias
-        if scope["qual"] == MODULE_SCOPE and any(name in fn["globals"] for fn in summary["functions"].values()):
-            return None
+        if any(name in fn["globals"] for fn in summary["functions"].values()):
+            return None  # a function rebinds it (`global im`, `nonlocal im`)
         target = self.resolve(scope_fid, values[0][1])
         return target if target is not None and target.kind == EXTERNAL else None
 

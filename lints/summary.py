@@ -15,7 +15,7 @@ Expressions are kept in a small tagged form, enough to follow names, calls and c
     ["l", body]              ``lambda: body``
     ["s", e]                 ``e[...]`` (the indexed value)
     ["a", e, "attr"]         ``e.attr`` where ``e`` is not a dotted name (``f().attr``)
-    ["f"]                    a new object computed here (``a + b``, ``-a``, ``a < b``, a display)
+    ["f"]                    a new object computed here that holds no other (``a + b``, ``-a``, ``a < b``)
     ["?"]                    anything else
 """
 from __future__ import annotations
@@ -33,9 +33,9 @@ SCHEMA = 7
 MODULE_SCOPE = "<module>"
 _UNKNOWN = ["?"]
 _FRESH = ["f"]
-# Expressions whose value is always a new object (on tensors too: `b + x` allocates, `b += x` does not).
-_FRESH_KINDS = frozenset({ast.BinOp, ast.UnaryOp, ast.Compare, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp,
-                          ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.JoinedStr})
+# Expressions whose value is always a new object that holds no other (on tensors too: `b + x` allocates,
+# `b += x` does not). Not `+b` (a tensor gives itself back), nor displays (`[b]` holds b).
+_FRESH_KINDS = frozenset({ast.BinOp, ast.Compare, ast.JoinedStr})
 
 # Records are positional lists (summaries of a large tree are tens of MB of JSON).
 # call:      [func, args, kwargs, line, col, with, guard]
@@ -181,7 +181,8 @@ class _Summarizer:
         if kind is ast.Await:
             return self.expr(node.value, scope)
         self.walk_expr(node, scope)
-        return _FRESH if kind in _FRESH_KINDS else _UNKNOWN
+        fresh = kind in _FRESH_KINDS or (kind is ast.UnaryOp and not isinstance(node.op, ast.UAdd))
+        return _FRESH if fresh else _UNKNOWN
 
     def walk_expr(self, node: ast.AST, scope: _Scope) -> None:
         """Record the calls inside ``node`` (an expression we do not model), iteratively."""

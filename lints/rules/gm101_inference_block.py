@@ -95,6 +95,28 @@ class InferenceModeBlockInWarmPath(Rule):
         "    def capture(self):\n"
         "        with torch.no_grad():\n"
         "            self.run_once()\n",
+        # an alias a nested function rebinds; a field alias a subclass or setattr rebinds
+        "import torch\n"
+        "def warmup(model):\n"
+        "    im = torch.inference_mode\n"
+        "    def off():\n"
+        "        nonlocal im\n"
+        "        im = torch.no_grad\n"
+        "    off()\n"
+        "    with im():\n"
+        "        model()\n"
+        "class Runner:\n"
+        "    def __init__(self):\n"
+        "        self.ctx = torch.inference_mode\n"
+        "        self.mode = torch.inference_mode\n"
+        "        setattr(self, 'mode', torch.no_grad)\n"
+        "    def warmup(self):\n"
+        "        with self.ctx(), self.mode():\n"
+        "            self.model()\n"
+        "class Quiet(Runner):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.ctx = torch.no_grad\n",
         # a field that holds the switch or something else
         "import contextlib, torch\n"
         "class Runner:\n"

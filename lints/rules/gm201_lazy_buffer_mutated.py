@@ -66,6 +66,15 @@ class LazyBufferMutatedInPlace(Rule):
         "    def forward(self, x):\n"
         "        self.workspace.zero_()\n"
         "        torch.clamp_(torch.ones(3), 0, 1)\n",
+        # in place by name, but no write of the buffer's data
+        "import torch\n"
+        "class MoE:\n"
+        "    def forward(self, x):\n"
+        "        if self._out is None:\n"
+        "            self._out = torch.empty_like(x)\n"
+        "        torch.nn.utils.clip_grad_norm_(self._out, 1.0)\n"
+        "        torch.Tensor.requires_grad_(self._out, False)\n"
+        "        self._out.requires_grad_(False)\n",
         "import torch\n"
         "class MoE:\n"
         "    def __init__(self, n):\n"

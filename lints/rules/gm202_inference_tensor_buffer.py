@@ -112,14 +112,21 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "    out = get_topk_buffer(n)\n"
             "    out = out.clone()\n"
             "    out, k = get_topk_buffer(n), 0\n"
-            "    out.fill_(k)\n",
+            "    out.fill_(k)\n"
+            "def gather(x, n):\n"
+            "    out = get_topk_buffer(n)\n"
+            "    out = +out\n"
+            "    out.fill_(0)\n"
+            "    out = [out]\n"
+            "    out[0].fill_(0)\n",
          "engine/warm.py":
             "import torch\n"
             "from engine import moe\n"
             "def autotune(x):\n"
             "    with torch.inference_mode():  # expect: GM101:10\n"
             "        moe.route(x, 4, 0)\n"
-            "        moe.combine(x, 4)\n"},
+            "        moe.combine(x, 4)\n"
+            "        moe.gather(x, 4)\n"},
         # a dict cache of the class, reached through a module-level instance
         {"engine/ws.py":
             "import torch\n"
@@ -169,6 +176,48 @@ class LazyBufferBecomesInferenceTensor(Rule):
          "engine/warm.py": _AUTOTUNE_ROUTE},
     )
     VALID = (
+        # the class of the object is not known: a factory method a subclass overrides, a field bound to
+        # two classes, a module instance bound twice or rebound by a function
+        {"engine/backend.py":
+            "import torch\n"
+            "class Lazy:\n"
+            "    def forward(self, x):\n"
+            "        if self._ws is None:\n"
+            "            self._ws = torch.empty_like(x)\n"
+            "        self._ws.copy_(x)\n"
+            "class Fresh:\n"
+            "    def forward(self, x):\n"
+            "        return x * 2\n"
+            "def get_backend():\n"
+            "    return Lazy()\n"
+            "class Base:\n"
+            "    def __init__(self, fresh):\n"
+            "        self.backend = self.make_backend()\n"
+            "        self.other = get_backend()\n"
+            "        if fresh:\n"
+            "            self.other = Fresh()\n"
+            "    def make_backend(self):\n"
+            "        return Lazy()\n"
+            "class Sub(Base):\n"
+            "    def make_backend(self):\n"
+            "        return Fresh()\n"
+            "_WS = Lazy()\n"
+            "_WS = Fresh()\n"
+            "_ONE = Lazy()\n"
+            "def configure():\n"
+            "    global _ONE\n"
+            "    _ONE = Fresh()\n"
+            "def serve(runner: Sub, x):\n"
+            "    runner.backend.forward(x)\n"
+            "    runner.other.forward(x)\n"
+            "    _WS.forward(x)\n"
+            "    _ONE.forward(x)\n",
+         "engine/warm.py":
+            "import torch\n"
+            "from engine.backend import serve\n"
+            "def warmup(runner, x):\n"
+            "    with torch.inference_mode():  # expect: GM101:10\n"
+            "        serve(runner, x)\n"},
         # the known workaround: allocate outside inference mode
         "import torch\n"
         "class MoE:\n"
