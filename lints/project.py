@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, NamedTuple, Optional
 
+from . import names
+
 from .summary import A_OP, A_TARGET, A_VALUE, C_ARGS, C_FUNC, MODULE_SCOPE, R_VALUE, R_YIELD
 
 # What a name may denote.
@@ -76,6 +78,7 @@ class Project:
         self._returned_classes: dict[str, Optional[str]] = {}
         self._field_aliases: dict[str, dict[str, list[Optional[Symbol]]]] = {}
         self._attribute_bindings: Optional[dict[str, int]] = None
+        self._rebound: dict[str, set[str]] = {}
 
     # functions and classes ----------------------------------------------------
     def function(self, fid: str) -> dict:
@@ -195,9 +198,11 @@ class Project:
                 if target[0] != "n" or not target[1].startswith("self.") or target[1].count(".") != 1:
                     continue
                 value = fact[A_VALUE]
-                symbol = self.resolve(fid, value[1]) if value[0] == "n" and fact[A_OP] is None else None
+                # only grad-mode switches: what the rules need, and few enough that checking each is cheap
+                symbol = self.resolve(fid, value[1]) if (value[0] == "n" and fact[A_OP] is None and value[1]
+                                                         .rpartition(".")[2] in names.SWITCH_LEAVES) else None
                 out.setdefault(target[1][5:], []).append(symbol if symbol is not None and symbol.kind == EXTERNAL
-                                                          else None)
+                                                          and symbol.target in names.GRAD_MODE_CLASSES else None)
         return out
 
     def _collect_field_types(self, cid: str) -> dict[str, str]:
@@ -345,13 +350,20 @@ class Project:
                 return found
         return Symbol(EXTERNAL, dotted)
 
+    def _rebound_names(self, summary: dict) -> set[str]:
+        """The names some function of the module declares ``global`` or ``nonlocal``."""
+        found = self._rebound.get(summary["module"])
+        if found is None:
+            found = {n for fn in summary["functions"].values() for n in fn["globals"]}
+            self._rebound[summary["module"]] = found
+        return found
+
     def _module_instance(self, summary: dict, scope_fid: str, name: str) -> Optional[str]:
         """The class of a module global bound once, at the top, to an instance of a class whose bases are
         all the project's; None where a function may rebind it (``global``), where it is bound more than
         once, or where a base comes from elsewhere (a ``dict`` subclass is a container, not a class of ours)."""
         values = self.local_values(scope_fid).get(name, [])
-        if len(values) != 1 or name in self.function(scope_fid)["locals"] or any(
-                name in fn["globals"] for fn in summary["functions"].values()):
+        if len(values) != 1 or name in self.function(scope_fid)["locals"] or name in self._rebound_names(summary):
             return None
         cls = self.class_of_value(scope_fid, values[0])
         if cls is None:
@@ -370,12 +382,12 @@ class Project:
         outside the project (``im = torch.inference_mode``); None for anything else, and for a module
         global that a function rebinds (``global im``)."""
         values = self.local_values(scope_fid).get(name, [])
-        if len(values) != 1 or values[0][0] != "n" or values[0][1] == name:
-            return None
+        if len(values) != 1 or values[0][0] != "n" or "." not in values[0][1]:
+            return None  # `x = y` between names of the project is left to the usual resolution
         scope = self.function(scope_fid)
         if name in scope["locals"]:
             return None  # also bound to a constant (`im = None`): not only this alias
-        if any(name in fn["globals"] for fn in summary["functions"].values()):
+        if name in self._rebound_names(summary):
             return None  # a function rebinds it (`global im`, `nonlocal im`)
         target = self.resolve(scope_fid, values[0][1])
         return target if target is not None and target.kind == EXTERNAL else None
