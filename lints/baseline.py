@@ -8,14 +8,12 @@ Paths are stored relative to the baseline file's folder, so the result does not 
 from __future__ import annotations
 
 import collections
-import errno
 import json
 import os
 import re
-import stat
 from typing import Callable, Iterable
 
-from .files import source_lines, write_new_file
+from .files import read_regular_bytes, source_lines, write_new_file
 from .model import Finding
 
 FORMAT = 1
@@ -62,22 +60,10 @@ def write_baseline(path: str, findings: Iterable[Finding], text_of: Callable[[st
     return len(entries)
 
 
-def _read_regular(path: str) -> bytes:
-    """A baseline's bytes; a FIFO or device is refused before it is read (it would block or never end)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as handle:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        if not stat.S_ISREG(mode):
-            raise OSError("not a regular file")
-        return handle.read()
-
-
 def filter_baseline(path: str, findings: list[Finding], text_of: Callable[[str], str]) -> tuple[list[Finding], int]:
     """(the findings not in the baseline, how many it hid). Each recorded entry hides one finding."""
     try:
-        data = json.loads(_read_regular(path))
+        data = json.loads(read_regular_bytes(path))
         entries = [_matching((str(e["path"]), str(e["code"]), str(e["message"]), str(e["line_text"])))
                    for e in data["findings"]]
         if data.get("tool") != "gradmode-lint" or type(data.get("format")) is not int or data["format"] != FORMAT:

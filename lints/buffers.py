@@ -130,7 +130,7 @@ class Buffers:
         for fid, (summary, fn) in project.functions.items():
             if not self._calls_factory_name(fn):  # an allocation is a factory call
                 continue
-            if self._cached_getter(fid, fn):
+            if self._cached_getter(fid):
                 for ret in fn["rets"]:
                     if not ret[R_YIELD] and self._is_factory(fid, ret[R_VALUE]):
                         found.append(Allocation(BufferKey("getter", fid, fn["qual"]), fid, ret[R_LINE], ret[R_COL],
@@ -181,28 +181,26 @@ class Buffers:
                     break
         return out
 
-    def _is_property(self, fid: str) -> bool:
-        """A method read as an attribute (``@property``, ``@functools.cached_property``)."""
-        for dec in self.project.function(fid)["dec"]:
-            expr = dec[D_EXPR]
-            if expr[0] == "n":
-                if expr[1] == "property":
-                    return True
-                symbol = self.project.resolve(fid, expr[1])
-                if symbol is not None and symbol.kind == EXTERNAL and symbol.target == "functools.cached_property":
-                    return True
-        return False
-
-    def _cached_getter(self, fid: str, fn: dict) -> bool:
+    def _decorators(self, fid: str) -> list[str]:
+        """What each decorator of ``fid`` names outside the project (``@f`` and ``@f(...)`` alike)."""
+        fn = self.project.function(fid)
+        out = []
         for dec in fn["dec"]:
             expr = dec[D_EXPR]
             if expr[0] == "c":
                 expr = fn["calls"][expr[1]][C_FUNC]
             if expr[0] == "n":
                 symbol = self.project.resolve(fid, expr[1])
-                if symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.CACHE_DECORATORS:
-                    return True
-        return False
+                if symbol is not None and symbol.kind == EXTERNAL:
+                    out.append(symbol.target)
+        return out
+
+    def _is_property(self, fid: str) -> bool:
+        """A method read as an attribute (``@property``, ``@functools.cached_property``)."""
+        return any(target in ("property", "functools.cached_property") for target in self._decorators(fid))
+
+    def _cached_getter(self, fid: str) -> bool:
+        return any(target in names.CACHE_DECORATORS for target in self._decorators(fid))
 
     # flow ------------------------------------------------------------------------------
     def keys_of(self, fid: str, expr: list, depth: int = 0) -> frozenset[BufferKey]:
@@ -272,7 +270,7 @@ class Buffers:
         self._returns[fid] = frozenset()
         fn = self.project.function(fid)
         out: set[BufferKey] = set()
-        if self._cached_getter(fid, fn):
+        if self._cached_getter(fid):
             out.add(BufferKey("getter", fid, fn["qual"]))
         for ret in fn["rets"]:
             if not ret[R_YIELD]:
@@ -412,15 +410,7 @@ class Buffers:
         return False
 
     def _is_kernel(self, fid: str) -> bool:
-        for dec in self.project.function(fid)["dec"]:
-            expr = dec[D_EXPR]
-            if expr[0] == "c":
-                expr = self.project.function(fid)["calls"][expr[1]][C_FUNC]
-            if expr[0] == "n":
-                symbol = self.project.resolve(fid, expr[1])
-                if symbol is not None and symbol.kind == EXTERNAL and names.is_kernel_decorator(symbol.target):
-                    return True
-        return False
+        return any(names.is_kernel_decorator(target) for target in self._decorators(fid))
 
     def mutations(self) -> dict[BufferKey, list[Mutation]]:
         """Every in-place update of a buffer that has a lazy allocation, by buffer."""

@@ -135,16 +135,24 @@ def fix_text(source: SourceFile, options: FixOptions, parsed: Optional[ParsedSou
         return None, findings, None
     fixed = fixed_module.code
     # Never hand back code that does not parse, whatever went wrong above.
-    try:
-        cst.parse_module(fixed)
-        with warnings.catch_warnings():  # the user's own `\d` escapes are not our business here
-            warnings.simplefilter("ignore")
-            ast.parse(fixed, filename=source.path)
-    except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
-        return None, [], f"internal error: the fix produced code that does not parse ({exc}); file left unchanged"
+    why = _does_not_parse(fixed, source.path)
+    if why is not None:
+        return None, [], f"internal error: the fix produced code that does not parse ({why}); file left unchanged"
     fixed_ones = set(applicable).difference(refused)  # sets: thousands of findings in one file
     remaining = [f for f in findings if f not in fixed_ones]
     return fixed, remaining, None
+
+
+def _does_not_parse(text: str, path: str) -> Optional[str]:
+    """Why ``text`` does not parse for libcst or for Python; None when it does."""
+    try:
+        cst.parse_module(text)
+        with warnings.catch_warnings():  # the user's own `\d` escapes are not our business here
+            warnings.simplefilter("ignore")
+            ast.parse(text, filename=path)
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError) as exc:
+        return str(exc)
+    return None
 
 
 def file_identity(path: str) -> tuple:
@@ -314,12 +322,16 @@ def fix_edits(source: SourceFile, finding: Finding, options: FixOptions,
         fixed, error = _keep_unrelated_bytes(source.text, fixed, source.path, parsed.module.code)
     if error is not None or fixed is None:
         return []
-    before, after = source_lines(source.text), source_lines(fixed)
+    return _line_edits(source_lines(source.text), source_lines(fixed))
 
+
+def _line_edits(before: list[str], after: list[str], first_row: int = 1) -> list[dict]:
+    """Edits turning the lines ``before`` into ``after`` (``before`` starting at row ``first_row``), as
+    1-based rows and columns, end exclusive."""
     def start_of(index: int) -> dict:
         if index == len(before) and before and not before[-1].endswith(("\n", "\r")):
-            return {"row": index, "column": len(before[-1]) + 1}  # after a last line with no line end
-        return {"row": index + 1, "column": 1}
+            return {"row": first_row + index - 1, "column": len(before[-1]) + 1}  # after a last line with no end
+        return {"row": first_row + index, "column": 1}
 
     return [{"location": start_of(i1), "end_location": start_of(i2), "content": "".join(after[j1:j2])}
             for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
@@ -376,18 +388,9 @@ def _statement_edits(source: SourceFile, finding: Finding, options: FixOptions,
     after = "".join(module.code_for_node(stmt) for stmt in new[first:len(new) - kept_after])
     if before == after:
         return []
-    try:  # never hand back code that does not parse, as ``fix_text`` checks the whole file
-        cst.parse_module(after)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(after, filename=source.path)
-    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError):
+    if _does_not_parse(after, source.path) is not None:  # as ``fix_text`` checks the whole file
         return None
-    old_lines, new_lines = source_lines(before), source_lines(after)
-    return [{"location": {"row": start_line + i1 + 1, "column": 1},
-             "end_location": {"row": start_line + i2 + 1, "column": 1}, "content": "".join(new_lines[j1:j2])}
-            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).get_opcodes()
-            if tag != "equal"]
+    return _line_edits(source_lines(before), source_lines(after), start_line + 1)
 
 
 def _same_nodes(new: Sequence[cst.CSTNode], old: Sequence[cst.CSTNode]) -> bool:

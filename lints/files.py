@@ -690,6 +690,23 @@ def text_reader(overrides: dict[str, str]) -> Callable[[str], str]:
     return text_of
 
 
+def read_regular_bytes(path, max_bytes: Optional[int] = None, follow_links: bool = True) -> bytes:
+    """The bytes of a regular file (a cache file, a baseline); raises OSError for anything else: a
+    FIFO or device is refused before it is read (it would block or never end), as is a file over
+    ``max_bytes`` and, without ``follow_links``, a symbolic link."""
+    fd = os.open(path, os.O_RDONLY | _O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+                 | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0)))
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("not a regular file")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise OSError(f"over {max_bytes} bytes")
+        return handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+
+
 def write_new_file(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` (a report, a baseline) as a shell's ``>`` would, but whole or not at
     all where that changes nothing else: a new file, or a regular file of ours that we may write in a
