@@ -16,7 +16,7 @@ from typing import NamedTuple, Optional
 
 from . import names
 from .callgraph import CallGraph
-from .project import EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL, Project
+from .project import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL, Project
 from .regions import Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
                       C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE,
@@ -355,12 +355,13 @@ class Buffers:
             return bool(values) and all(self._is_container(symbol.owner, v, depth + 1) for v in values)
         return False
 
-    def _replaced_before(self, fn: dict, name: str, mutation: Mutation) -> Optional[tuple[int, int]]:
-        """Where ``name = name.clone()`` (``torch.clone(name)`` too) or ``name = name + x`` (any new object,
-        the summary's ``["f"]``) last comes before ``mutation`` and runs whenever it does (not in an
-        if-branch the mutation is outside of): what ``name`` held before is not what the mutation
-        updates. None if there is none. A rebinding to anything else may be an alternative (try/except,
-        a loop) and is not taken as one."""
+    def _replaced_before(self, fid: str, fn: dict, name: str, mutation: Mutation) -> Optional[tuple[int, int]]:
+        """Where ``name = <a new tensor>`` last comes before ``mutation`` and runs whenever it does (not in
+        an if-branch the mutation is outside of): ``out = out.clone()``, ``self.h = torch.roll(self.h, 1)``,
+        ``out = out + x``. What ``name`` held before is not what the mutation updates. None if there is
+        none. A rebinding to anything else may be an alternative (try/except, a loop) and is not taken as
+        one. ``name`` may be an attribute (``self.h``): a call between the two could rebind it, which is
+        not followed."""
         chain = set()
         guard = mutation.guard
         while guard >= 0:
@@ -373,7 +374,7 @@ class Buffers:
             # may not run): nothing between them is indented less (no other block in between)
             if (fact[A_TARGET] == ["n", name] and fact[A_OP] is None and where < (mutation.line, mutation.col)
                     and fact[A_COL] == mutation.col and (fact[A_GUARD] < 0 or fact[A_GUARD] in chain)
-                    and (fact[A_VALUE] == ["f"] or self._copy_of(fn, fact[A_VALUE], name))
+                    and self._fresh_tensor(fid, fact[A_VALUE])
                     and not _dedented_between(fn, fact[A_LINE], mutation.line, mutation.col)):
                 found = max(found or where, where)
         if found is not None and any(f[A_TARGET] == ["n", name] and (f[A_LINE], f[A_COL]) > found
@@ -381,33 +382,23 @@ class Buffers:
             return None  # bound again after the copy (`out, k = get_buf(), 0`, a loop, a with): not known
         return found
 
-    @staticmethod
-    def _copy_of(fn: dict, value: list, name: str) -> bool:
-        """``name.clone()``, ``name[:n].clone()``, ``name.detach().clone()``, ``torch.clone(name)``."""
+    def _fresh_tensor(self, fid: str, value: list) -> bool:
+        """Whether ``value`` is always a new object that holds no buffer: an operator's result (the
+        summary's ``["f"]``), a copy (``b.clone()``, ``torch.roll(b, 1)``, ``torch.cat(...)``) or a
+        factory's tensor; not ``b.detach()``, ``b.reshape(...)``, ``b.to(...)`` (they may share ``b``)."""
+        if value == ["f"]:
+            return True
         if value[0] != "c":
             return False
-        call = fn["calls"][value[1]]
-        func = call[C_FUNC]
+        func = self.project.function(fid)["calls"][value[1]][C_FUNC]
+        if func[0] == "n":
+            symbol = self.project.resolve(fid, func[1])
+            if symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.FRESH_TENSOR_FUNCTIONS:
+                return True
+            if symbol is None or symbol.kind in (FUNC, CLASS, EXTERNAL):
+                return False  # a function of the project, or another library's: not known to copy
         receiver, method = method_call(func)
-        if func[0] == "n" and func[1] in ("torch.clone", "th.clone") and call[C_ARGS]:
-            receiver, method = call[C_ARGS][0], "clone"
-        if method != "clone" or receiver is None:
-            return False
-        depth = 0
-        while depth < 6:  # down views, slices and detach() to the name copied
-            if receiver[0] == "n":
-                return receiver[1] == name
-            if receiver[0] == "s":
-                receiver = receiver[1]
-            elif receiver[0] == "c":
-                inner, method = method_call(fn["calls"][receiver[1]][C_FUNC])
-                if inner is None or method not in names.VIEW_METHODS | {"detach"}:
-                    return False
-                receiver = inner
-            else:
-                return False
-            depth += 1
-        return False
+        return receiver is not None and method in names.FRESH_TENSOR_METHODS
 
     def _is_kernel(self, fid: str) -> bool:
         return any(names.is_kernel_decorator(target) for target in self._decorators(fid))
@@ -438,7 +429,7 @@ class Buffers:
                 text = base[1] if base[0] == "n" else (base[2] if base[0] == "a" else "")
                 leaf = text.rsplit(".", 1)[-1]
                 head = text.split(".", 1)[0]
-                replaced = self._replaced_before(fn, text, mutation) if base[0] == "n" and "." not in text else None
+                replaced = self._replaced_before(fid, fn, text, mutation) if base[0] == "n" else None
                 if head in params and head not in ("self", "cls") and "." not in text and replaced is None:
                     param_writers.setdefault(fid, []).append((head, mutation))
                 # the receiver must mention a buffer's name, or be a local/call that may hold one

@@ -37,6 +37,14 @@ TORCH_FACTORIES = frozenset(
 # Tensor-method factories: the receiver is any tensor, so they are matched by method name.
 TENSOR_METHOD_FACTORIES = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided",
                                      "new_tensor"})
+# Calls whose result is always a new tensor, never their argument or receiver nor a view of it (checked
+# against torch: `torch.roll(b, 1)[0] = x` does not write `b`, `b.reshape(-1)`, `b.detach()`, `b.to(...)`
+# and `b.contiguous()` may give `b`'s own storage back).
+FRESH_TENSOR_FUNCTIONS = TORCH_FACTORIES | frozenset(
+    f"torch.{name}" for name in ("clone", "roll", "flip", "cat", "concat", "concatenate", "stack",
+                                 "repeat_interleave"))
+FRESH_TENSOR_METHODS = TENSOR_METHOD_FACTORIES | frozenset({"clone", "roll", "flip", "repeat",
+                                                            "repeat_interleave"})
 # `fill_`, `zero_`, `copy_`, `index_put_` ... but not `__init__` or `_private_`.
 _INPLACE_METHOD = re.compile(r"^[a-z][a-z0-9_]*[a-z0-9]_$")
 # Methods returning a view of their receiver: writing through them writes the buffer.

@@ -49,6 +49,30 @@ class LazyBufferMutatedInPlace(Rule):
         "        ws = self.workspace\n"
         "        ws.zero_()\n"
         "        torch.Tensor.copy_(self.kv_indptr, x)\n",
+        # rebound before the update to what may be the buffer itself (torch: each of these raises), to a
+        # function of ours, or to a copy that runs only on one branch
+        "import torch\n"
+        "def roll(b):\n"
+        "    return b\n"
+        "class Sched:\n"
+        "    def forward(self, n, i, v):\n"
+        "        if self.a is None:\n"
+        "            self.a = torch.zeros(n)  # expect: GM201:13\n"
+        "        if self.b is None:\n"
+        "            self.b = torch.zeros(n)  # expect: GM201:13\n"
+        "        if self.c is None:\n"
+        "            self.c = torch.zeros(n)  # expect: GM201:13\n"
+        "        if self.d is None:\n"
+        "            self.d = torch.zeros(n)  # expect: GM201:13\n"
+        "        self.a = self.a.detach()\n"
+        "        self.a[i] = v\n"
+        "        b = self.b.reshape(-1)\n"
+        "        b[i] = v\n"
+        "        self.c = roll(self.c)\n"
+        "        self.c[i] = v\n"
+        "        if i:\n"
+        "            self.d = self.d.clone()\n"
+        "        self.d[i] = v\n",
     )
     VALID = (
         "import torch\n"
@@ -89,6 +113,29 @@ class LazyBufferMutatedInPlace(Rule):
         "            self._out = torch.empty_like(x)\n"
         "            self._out.zero_()\n"
         "        return self._out\n",
+        # the update writes a new tensor the field or a local was rebound to first (torch: none raises)
+        "import torch\n"
+        "class Sched:\n"
+        "    def set_timesteps(self, n):\n"
+        "        if self.timesteps is None:\n"
+        "            self.timesteps = torch.zeros(n)\n"
+        "    def rewind(self, i, v):\n"
+        "        self.timesteps = self.timesteps.clone()\n"
+        "        self.timesteps[i] = v\n"
+        "class Stopping:\n"
+        "    def __call__(self, x):\n"
+        "        if self.history is None:\n"
+        "            self.history = torch.full((4, x.shape[0]), -1)\n"
+        "        self.history = torch.roll(self.history, shifts=-1, dims=0)\n"
+        "        self.history[-1] = x\n"
+        "    def extend(self, x):\n"
+        "        h = self.history\n"
+        "        h = torch.cat([h, x[None]])\n"
+        "        h[0] = x\n"
+        "    def widen(self):\n"
+        "        h = self.history\n"
+        "        h = h.repeat(2, 1)\n"
+        "        h.zero_()\n",
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
