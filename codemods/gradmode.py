@@ -40,7 +40,7 @@ class CommandSettings:
 
     def for_project(self, start: str) -> Config:
         own = self.config or load_config(start=Path(start))[0]
-        return own.replace(select=self.select) if self.select is not None else own
+        return own.with_rule_selection(select=self.select)
 
 
 def _project_findings(root: Path, paths: List[str], settings: CommandSettings = CommandSettings()

@@ -32,12 +32,14 @@ def add_config_options(parser: argparse.ArgumentParser) -> list[argparse.Action]
     def option(*flags: str, **kwargs: Any) -> None:
         actions.append(parser.add_argument(*flags, **kwargs))
 
-    option("--config", type=Path, help="pyproject.toml to read [tool.gradmode] from "
-           "(default: the nearest one above the current directory that has it)")
-    option("--select", action="append", metavar="CODES", help="only these codes or prefixes (GM1,GM202)")
+    option("--config", type=Path, help="pyproject.toml to read [tool.gradmode] from, for every file "
+           "(default: for each file, the nearest one above it that has it)")
+    option("--select", action="append", metavar="CODES",
+           help="only these codes or prefixes (GM1,GM202), in place of the configuration's select and ignore")
     option("--extend-select", action="append", metavar="CODES",
            help="add codes to the selection (e.g. the opt-in GM201)")
-    option("--ignore", action="append", metavar="CODES", help="skip these codes or prefixes")
+    option("--ignore", action="append", metavar="CODES",
+           help="skip these codes or prefixes too (added to the configuration's ignore)")
     option("--serving-grad-mode", choices=SERVING_GRAD_MODES,
            help="grad mode serving runs under (default auto: inferred from the serving entry points)")
     option("--serving-patterns", metavar="GLOBS", help="function-name globs of serving entry points")
@@ -172,10 +174,8 @@ def config_from_args(args: argparse.Namespace, given: Optional[list[str]] = None
     def globs(value: Optional[str]) -> Optional[tuple[str, ...]]:
         return None if value is None else tuple(v.strip() for v in value.split(",") if v.strip())
 
-    config = base.replace(
-        select=split_codes(args.select),
-        ignore=split_codes(args.ignore),
-        extend_select=split_codes(args.extend_select),
+    config = base.with_rule_selection(split_codes(args.select), split_codes(args.extend_select),
+                                      split_codes(args.ignore)).replace(
         serving_grad_mode=args.serving_grad_mode,
         path_patterns=globs(args.path_patterns),
         class_patterns=globs(args.class_patterns),
@@ -350,15 +350,7 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
               f"not {args.paths[0]}", file=sys.stderr)
         return EXIT_ERROR
     if not args.paths:
-        try:  # a bad option or config is an error even with no files (with files, each path's own is)
-            config_from_args(args)
-        except ConfigError as exc:
-            print(f"gradmode-lint: error: {exc}", file=sys.stderr)
-            return EXIT_ERROR
-        # pre-commit may pass no files at all: that is a clean run, not a crash.
-        if not args.quiet:
-            print("gradmode-lint: no files to lint", file=sys.stderr)
-        return EXIT_CLEAN
+        args.paths = ["."]  # as ruff and flake8: the current folder
     jobs = args.jobs if args.jobs and args.jobs > 0 else default_jobs()
     from .engine import lint_project  # only now: `--version` and `rules` stay cheap
 

@@ -563,17 +563,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _main(argv: Optional[Sequence[str]]) -> int:
     args = build_parser().parse_args(argv)
+    args.paths = args.paths or ["."]  # as ruff and flake8: the current folder
     try:
-        groups, config_errors = configs_for_paths(args, list(args.paths)) if args.paths \
-            else ([(config_from_args(args), [])], [])
+        groups, config_errors = configs_for_paths(args, list(args.paths))
     except ConfigError as exc:
         for each in errors_of(exc):
             print(f"gradmode-fix: error: {each}", file=sys.stderr)
         return EXIT_ERROR
-    if not args.paths:
-        if not args.quiet:
-            print("gradmode-fix: no files to fix", file=sys.stderr)
-        return EXIT_CLEAN
     jobs = args.jobs if args.jobs and args.jobs > 0 else default_jobs()
 
     def lint_all(progress=None, runs=None):

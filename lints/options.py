@@ -95,6 +95,18 @@ class Config:
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
+    def with_rule_selection(self, select: Optional[tuple[str, ...]] = None,
+                            extend_select: Optional[tuple[str, ...]] = None,
+                            ignore: Optional[tuple[str, ...]] = None) -> "Config":
+        """The command line's rule codes over the configuration's, as ruff layers them: ``select``
+        starts over (the configuration's select, extend-select and ignore go), ``extend_select`` and
+        ``ignore`` add to what is there."""
+        config = self
+        if select is not None:
+            config = dataclasses.replace(config, select=select, extend_select=(), ignore=())
+        return dataclasses.replace(config, extend_select=config.extend_select + (extend_select or ()),
+                                   ignore=config.ignore + (ignore or ()))
+
 
 _KEYS = {
     "path-patterns": "path_patterns",
@@ -207,7 +219,7 @@ def config_from_mapping(table: dict[str, Any], base: Config = Config()) -> Confi
             if not isinstance(value, str):
                 raise ConfigError("[tool.gradmode] serving-grad-mode must be a string")
             changes[key] = value
-        elif key.startswith("extend_"):
+        elif key.startswith("extend_") and key != "extend_select":  # extend-select is a setting of its own
             extend[key[len("extend_"):]] = _as_tuple(raw_key, value)
         else:
             changes[key] = _as_tuple(raw_key, value)

@@ -94,6 +94,10 @@ def test_sarif_format(tmp_path, run):
     assert "syntax error" in invocation["toolExecutionNotifications"][0]["message"]["text"]
 
 
+def codes_of(proc) -> list[str]:
+    return sorted({line.split()[1] for line in heads(proc.stdout)})
+
+
 def test_select_ignore_and_opt_in(tmp_path, run):
     copy(tmp_path, BUGGY)
     codes = lambda proc: sorted({line.split()[1] for line in heads(proc.stdout)})  # noqa: E731
@@ -180,9 +184,30 @@ def test_explain_and_rules(run):
     assert len(listing.splitlines()) == 7
 
 
-def test_no_paths_is_clean_not_a_crash(run):
-    proc = run("lints")
-    assert proc.returncode == 0 and "no files to lint" in proc.stderr
+def test_no_path_is_the_current_folder(tmp_path, run):
+    copy(tmp_path, BUGGY)
+    assert codes_of(run("lints")) == codes_of(run("lints", ".")) == ["GM101", "GM103", "GM202"]
+    sarif = run("lints", "--format", "sarif", "-o", "report.sarif")
+    assert sarif.returncode == 1 and json.loads((tmp_path / "report.sarif").read_text())["runs"][0]["results"]
+    diff = run("lints.codemod", "--diff")
+    assert diff.returncode == 1 and "-        with torch.inference_mode(), autotune(True):" in diff.stdout
+    (tmp_path / "empty").mkdir()
+    assert run("lints", cwd=tmp_path / "empty").returncode == 0
+
+
+def test_rule_codes_of_the_command_line_layer_over_the_configuration(tmp_path, run):
+    """As ruff: the configuration's extend-select adds to the defaults; on the command line --ignore and
+    --extend-select add to the configuration's lists and --select starts over."""
+    copy(tmp_path, BUGGY)
+    (tmp_path / "pyproject.toml").write_text('[tool.gradmode]\nextend-select = ["GM201"]\n')
+    assert codes_of(run("lints")) == ["GM101", "GM103", "GM201", "GM202"]
+    (tmp_path / "pyproject.toml").write_text('[tool.gradmode]\nignore = ["GM101"]\n')
+    assert codes_of(run("lints", "--ignore", "GM202")) == ["GM103"]
+    assert codes_of(run("lints", "--extend-select", "GM201")) == ["GM103", "GM201", "GM202"]
+    assert codes_of(run("lints", "--select", "GM101")) == ["GM101"]
+    fixed = run("lints.codemod", "--diff", "--ignore", "GM202").stdout
+    assert "+        with run_ctx or contextlib.nullcontext():" in fixed  # GM103's fix; GM101's is ignored
+    assert "-        with torch.inference_mode(), autotune(True):" not in fixed
 
 
 def test_missing_path_is_an_error(tmp_path, run):
