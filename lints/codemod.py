@@ -26,7 +26,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import ImportAssignment, MetadataWrapper, ScopeProvider
 
 from . import __version__
-from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, config_from_args, configs_for_paths,
+from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, configs_for_paths,
                   errors_of, internal_error, tolerant_output)
 from .options import Config, ConfigError, default_cache_dir
 from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_files
