@@ -57,7 +57,7 @@ class FixOptions:
 class FixOutcome:
     path: str
     changed: bool = False
-    diff: str = ""
+    diff: bytes = b""  # ``unified_diff``
     remaining: tuple[Finding, ...] = ()
     error: Optional[str] = None
     refused: tuple[Finding, ...] = ()  # fixable, but the module uses a name the fix would write
@@ -244,21 +244,18 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
         return FixOutcome(path, error=error)
     if fixed is None:
         return FixOutcome(path, remaining=tuple(remaining), refused=tuple(refused))
-    diff = ""
-    if options.diff:
-        diff = "".join(difflib.unified_diff(source_lines(source.text), source_lines(fixed),
-                                            fromfile=_diff_label("a", path), tofile=_diff_label("b", path)))
+    # not written: every finding of the file is still there
+    unfixed = tuple(options.findings.get(path, ())) if options.findings is not None else ()
+    try:
+        data = fixed.encode(source.encoding)
+    except (UnicodeEncodeError, LookupError) as exc:
+        return FixOutcome(path, remaining=unfixed,
+                          error=f"cannot encode the fix as {source.encoding}: {exc}; file left unchanged")
+    diff = unified_diff(source.raw, data, path) if options.diff else b""
     if options.write:
-        # not written: every finding of the file is still there
-        unfixed = tuple(options.findings.get(path, ())) if options.findings is not None else ()
         if is_read_only(path):
             return FixOutcome(path, diff=diff, remaining=unfixed,
                               error="read-only file: fixes available but not written")
-        try:
-            data = fixed.encode(source.encoding)
-        except (UnicodeEncodeError, LookupError) as exc:
-            return FixOutcome(path, remaining=unfixed,
-                              error=f"cannot encode the fix as {source.encoding}: {exc}; file left unchanged")
         try:
             write_file(path, data, expected=source.raw)
         except FileChangedError as exc:
@@ -491,15 +488,36 @@ def _one_path_per_file(files: list[str], by_path: dict[str, list[Finding]]
     return list(first.values()), merged
 
 
+def unified_diff(before: bytes, after: bytes, path: str) -> bytes:
+    """A file's change as ``git diff`` shows it, so that ``git apply`` and ``patch`` take it: of the
+    file's own bytes (a BOM, latin-1 text as they are), lines ended by ``\\n`` only, and a last line
+    without one marked ``\\ No newline at end of file``."""
+    out = []
+    for line in difflib.diff_bytes(difflib.unified_diff, _byte_lines(before), _byte_lines(after),
+                                   os.fsencode(_diff_label("a", path)), os.fsencode(_diff_label("b", path))):
+        out.append(line)
+        if not line.endswith(b"\n"):
+            out.append(b"\n\\ No newline at end of file\n")
+    return b"".join(out)
+
+
+def _byte_lines(data: bytes) -> list[bytes]:
+    lines = [line + b"\n" for line in data.split(b"\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
+
+
 def _diff_label(side: str, path) -> str:
     """git-style ``a/rel/path`` for relative paths, relative to the cwd and normalised (``./pkg/x.py``
     and ``pkg//x.py`` are ``a/pkg/x.py``) so that ``git apply`` and ``patch -p1`` take the diff; a path
-    outside the cwd (``../x.py``) or given absolute is shown absolute, for ``patch -p0``."""
+    outside the cwd (``../x.py``) or given absolute is shown absolute, for ``patch -p0``. A path through
+    a symbolic link names the file the fix writes (both tools refuse to patch through a link)."""
+    target = os.path.realpath(path)
     if not os.path.isabs(path):
-        relative = os.path.relpath(os.path.abspath(path))
+        relative = os.path.relpath(target)
         if relative != ".." and not relative.startswith(".." + os.sep):
             return f"{side}/{relative.replace(os.sep, '/')}"
-    return os.path.abspath(path)
+    return target
 
 
 def _crashed(path: str, why: str) -> FixOutcome:
@@ -609,7 +627,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         remaining = lint_all()[0]
     for outcome in outcomes:
         if outcome.diff:
-            sys.stdout.write(outcome.diff)
+            sys.stdout.flush()  # the file's own bytes: not through the text layer's encoding
+            sys.stdout.buffer.write(outcome.diff)
+            sys.stdout.buffer.flush()
     if not args.quiet and remaining:
         sys.stdout.write(render_text(remaining))
     for outcome in outcomes if not args.quiet else ():  # the linter called them fixable: say why not

@@ -220,9 +220,11 @@ def test_cli_read_only_file_reported_not_changed(tmp_path):
     assert count and f", {count} finding(s) left" in proc.stderr, (found.stdout, proc.stderr)
 
 
-def test_cli_no_files_is_clean(tmp_path):
+def test_cli_no_path_fixes_the_current_folder(tmp_path):
+    assert run_module("lints.codemod", cwd=tmp_path).returncode == 0  # an empty folder: nothing to fix
+    path = write(tmp_path, "runner.py", BUGGY)
     proc = run_module("lints.codemod", cwd=tmp_path)
-    assert proc.returncode == 0 and "no files" in proc.stderr
+    assert proc.returncode == 0 and "1 changed" in proc.stderr and path.read_text() != BUGGY
 
 
 @pytest.mark.slow
@@ -618,3 +620,39 @@ def test_a_fix_refused_for_a_name_the_module_uses_otherwise_says_why(tmp_path):
             in proc.stderr), proc.stderr
     text = path.read_text()
     assert "with inference_mode()" not in text and "@inference_mode()" in text
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git to apply the diff")
+def test_diff_applies_with_git_and_gives_what_the_fix_writes(tmp_path):
+    """The file's own bytes (a BOM, latin-1 text), a last line without a newline, a module reached through a
+    symbolic link: `git apply` takes the diff and the result is what the codemod writes."""
+    body = "def warmup(model):\n    with torch.inference_mode():\n        model('caf\u00e9')"
+    files = {
+        "no_newline.py": ("import torch\n" + body).encode(),
+        "bom.py": b"\xef\xbb\xbf" + ("import torch\n" + body + "\n").encode(),
+        "latin.py": ("# -*- coding: latin-1 -*-\nimport torch\n" + body + "\n").encode("latin-1"),
+        "runner.py": ("import torch\n" + body + "\n").encode(),
+    }
+    fixed, patched = tmp_path / "fixed", tmp_path / "patched"
+    for tree in (fixed, patched):
+        (tree / "pkg").mkdir(parents=True)
+        (tree / "pkg" / "__init__.py").write_bytes(b"")
+        for name, data in files.items():
+            (tree / "pkg" / name).write_bytes(data)
+        (tree / "pkg" / "alias.py").symlink_to("runner.py")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADMODE_CACHE_DIR=str(tmp_path / "cache"))
+    diff = subprocess.run([sys.executable, "-m", "lints.codemod", "--diff", "pkg"], cwd=fixed, capture_output=True,
+                          env=env, timeout=300)
+    assert diff.returncode == 1, diff.stderr
+    assert b"\\ No newline at end of file\n" in diff.stdout and b"caf\xe9" in diff.stdout  # latin-1 as it is
+    assert b"a/pkg/alias.py" not in diff.stdout and diff.stdout.count(b"--- a/pkg/runner.py\n") == 1
+    subprocess.run(["git", "init", "-q", "."], cwd=patched, check=True)
+    applied = subprocess.run(["git", "apply", "-"], cwd=patched, input=diff.stdout, capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    wrote = subprocess.run([sys.executable, "-m", "lints.codemod", "pkg"], cwd=fixed, capture_output=True, env=env,
+                           timeout=300)
+    assert wrote.returncode == 0, wrote.stderr
+    for name in files:
+        after = (fixed / "pkg" / name).read_bytes()
+        assert after != files[name] and b"inference_mode" not in after, name
+        assert (patched / "pkg" / name).read_bytes() == after, name
