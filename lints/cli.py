@@ -15,8 +15,9 @@ from . import __version__
 from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir, find_pyproject,
                       load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
-from .files import (MAX_FILE_BYTES, decode_source, default_jobs, discover, read_source, source_from_text,
-                    source_lines, stopping_points, text_reader, walks_shared, write_file, write_new_file)
+from .files import (MAX_FILE_BYTES, decode_source, default_jobs, discover, is_read_only, read_source,
+                    source_from_text, source_lines, stopping_points, text_reader, walks_shared, write_file,
+                    write_new_file)
 from .model import FileError
 from .noqa import add_noqa
 from .progress import Progress
@@ -467,6 +468,9 @@ def _add_noqa(findings, errors, quiet: bool) -> int:
         failures += [f"{path}:{line}: error: no `# noqa` can go on this line (where its statement ends is not "
                      f"known); mark it by hand" for line in refused]
         if text == source.text:
+            continue
+        if is_read_only(path):  # as the codemod: the owner asked for it to be left alone
+            failures.append(f"{path}: error: read-only file: `# noqa` not added")
             continue
         try:
             write_file(path, text.encode(source.encoding), expected=source.raw)

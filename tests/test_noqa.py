@@ -256,3 +256,15 @@ def test_cli_and_flake8_agree_on_units_and_code_case(tmp_path, run):
     assert cli.returncode == 1 and cli_lines(cli) == ["8", "12", "15"], cli
     flake8 = run("flake8", "--select", "GM", "a.py")
     assert flake8_lines(flake8) == ["8", "12", "15"], flake8
+
+
+def test_cli_add_noqa_leaves_a_read_only_file_alone(tmp_path, run):
+    """As the codemod: a file without write bits is an error line, not rewritten (CI may run as root, who
+    could write it anyway)."""
+    source = "import torch\ndef warmup(m):\n    with torch.inference_mode():\n        m()\n"
+    path = tmp_path / "a.py"
+    path.write_text(source)
+    path.chmod(0o444)
+    marked = run("lints", "a.py", "--no-cache", "--add-noqa")
+    assert marked.returncode == 2 and "a.py: error: read-only file" in marked.stderr
+    assert path.read_text() == source and (path.stat().st_mode & 0o777) == 0o444
