@@ -104,14 +104,15 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
             continue
         walked.add(os.path.abspath(path))
         try:
-            exclude = config_for(path).exclude
+            config = config_for(path)
         except ConfigError:
             continue  # not walked: its files are unknown to its own exclude (an error line below)
-        for inner in stopping_points(path, exclude, has_own_settings):
+        for inner in stopping_points(path, config.exclude, has_own_settings, config.root):
             try:
                 config_for(inner)
             except ConfigError as exc:
-                if discover([inner], exclude)[0]:  # a broken config over no Python file is not ours to report
+                # a broken config over no Python file is not ours to report
+                if discover([inner], config.exclude, anchor=config.root)[0]:
                     errors.append(_config_error(os.path.normpath(os.path.join(inner, "pyproject.toml")), exc))
                 continue
             pending.append(inner)

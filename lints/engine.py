@@ -105,11 +105,12 @@ class ProjectLocator:
             parent = os.path.dirname(project)
             outer = self.marked_root(parent) if parent != project else None
             try:
-                exclude = load_config(start=Path(parent))[0].exclude if outer is not None else ()
+                around = load_config(start=Path(parent))[0] if outer is not None else None
             except ConfigError:
-                exclude = ()  # that project reports its own error
+                around = None  # that project reports its own error
             self._excluded[project] = outer is not None and (
-                excluded_below(project, outer, exclude) or self.excluded_by_the_project_around(outer))
+                (around is not None and excluded_below(project, outer, around.exclude, around.root))
+                or self.excluded_by_the_project_around(outer))
         return self._excluded[project]
 
     def marked_root(self, path: str) -> Optional[str]:
@@ -656,7 +657,7 @@ class _Entry:
 def project_files(root: str, config: Config, extra: Sequence[str] = (),
                   overrides: Optional[dict[str, str]] = None, read_keys: bool = True,
                   max_bytes: int = MAX_FILE_BYTES) -> list[_Entry]:
-    files, _ = discover([root], config.exclude, stop_at=has_own_settings)
+    files, _ = discover([root], config.exclude, stop_at=has_own_settings, anchor=config.root)
     files = [os.path.normpath(f) for f in files]
     # Named files the walk skipped (outside the root, or under an excluded folder: exclude applies
     # to what a walk finds, as in ruff) join the project. One the walk found keeps its spelling,
@@ -823,7 +824,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
 
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
     requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude,
-                                 stop_at=has_own_settings)
+                                 stop_at=has_own_settings, anchor=config.root)
     requested = _distinct([os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested])
     locator = ProjectLocator()
     found, in_project = locator.locate(paths[0] if paths else ".")
@@ -845,7 +846,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     if loose:
         packages = {r for p in paths for r, inside in [locator.locate(p)] if inside}
         # a package is one unit
-        whole_packages = discover(sorted(packages), config.exclude, stop_at=has_own_settings)[0] if packages else []
+        whole_packages = discover(sorted(packages), config.exclude, stop_at=has_own_settings,
+                                  anchor=config.root)[0] if packages else []
         members, whole = _loose_project(_distinct(requested + [os.path.normpath(p) for p in whole_packages]),
                                         os.path.abspath(found), overrides, max_bytes)
         entries = loose_entries(members, os.path.abspath(found), overrides, max_bytes)

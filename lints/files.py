@@ -21,7 +21,7 @@ import tokenize
 import traceback
 from typing import Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, TypeVar, Union
 
-from .globs import path_match
+from .globs import path_match, relative_to
 from .model import FileError
 
 T = TypeVar("T")
@@ -115,23 +115,25 @@ def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
     return SourceFile(path, text, encoding, raw)
 
 
-def _excluded(name: str, full: str, exclude: tuple[str, ...]) -> bool:
-    return path_match(name, exclude) is not None or path_match(full.replace(os.sep, "/"), exclude) is not None
+def _excluded(name: str, full: str, exclude: tuple[str, ...], anchor: str) -> bool:
+    return path_match(name, exclude) is not None or path_match(relative_to(full, anchor), exclude) is not None
 
 
-def excluded_below(path: str, root: str, exclude: Iterable[str]) -> bool:
-    """Whether a walk from ``root`` would skip ``path`` by name: it or a folder between them is excluded."""
+def excluded_below(path: str, root: str, exclude: Iterable[str], anchor: str = "") -> bool:
+    """Whether a walk from ``root`` would skip ``path`` by name: it or a folder between them is excluded
+    (``anchor``: the folder ``exclude``'s paths are counted from, ``Config.root``)."""
     exclude = tuple(exclude)
     parts = os.path.relpath(os.path.abspath(path), os.path.abspath(root)).split(os.sep)
-    return any(_excluded(part, os.path.join(root, *parts[:i + 1]), exclude) for i, part in enumerate(parts))
+    return any(_excluded(part, os.path.join(root, *parts[:i + 1]), exclude, anchor) for i, part in enumerate(parts))
 
 
-def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[StopAt] = None
+def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[StopAt] = None, anchor: str = ""
              ) -> tuple[list[str], list[FileError]]:
     """Python files under ``paths``; explicitly named files are taken as they are.
 
-    Directory walks do not follow symlinked folders (no loops), skip excluded names, and leave out
-    a folder below a path given for which ``stop_at(folder, its file names)`` is true.
+    Directory walks do not follow symlinked folders (no loops), skip excluded names (``anchor``: the
+    folder the paths in ``exclude`` are counted from, ``Config.root``; "": from the paths as given), and
+    leave out a folder below a path given for which ``stop_at(folder, its file names)`` is true.
     """
     exclude = tuple(exclude)
     files: list[str] = []
@@ -139,10 +141,10 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Sto
 
     for given in paths:
         if os.path.isdir(given):
-            for root, names in _walk(given, exclude, stop_at):
+            for root, names in _walk(given, exclude, stop_at, anchor):
                 for name in names:
                     full = os.path.join(root, name)
-                    if name.endswith(".py") and not _excluded(name, full, exclude):
+                    if name.endswith(".py") and not _excluded(name, full, exclude, anchor):
                         if is_regular_file(full) is False:  # a FIFO would block the run; a broken link
                             errors.append(FileError(full, NOT_REGULAR))  # reports its own error later
                         else:
@@ -158,16 +160,16 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Sto
 StopAt = Callable[[str, list[str]], bool]
 
 
-def stopping_points(folder: str, exclude: Iterable[str], stop_at: StopAt) -> list[str]:
+def stopping_points(folder: str, exclude: Iterable[str], stop_at: StopAt, anchor: str = "") -> list[str]:
     """The folders below ``folder`` that ``discover``'s walk from it leaves out (``stop_at``)."""
-    return _listing(folder, tuple(exclude), stop_at)[1]
+    return _listing(folder, tuple(exclude), stop_at, anchor)[1]
 
 
-def _walk(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt] = None
+def _walk(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt] = None, anchor: str = ""
           ) -> Iterator[tuple[str, list[str]]]:
     """(folder, sorted file names) under ``folder``, not into symlinked or excluded folders (a walk
     never enters a link, so ``stop_at`` is asked only of real folders, once each)."""
-    return iter(_listing(folder, exclude, stop_at)[0])
+    return iter(_listing(folder, exclude, stop_at, anchor)[0])
 
 
 Listing = tuple[list[tuple[str, list[str]]], list[str]]  # (folder, its file names) walked; the folders left out
@@ -188,8 +190,8 @@ def walks_shared() -> Iterator[None]:
         _shared_listings = outer
 
 
-def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt]) -> Listing:
-    key = (os.path.abspath(folder), folder, exclude, stop_at)
+def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], anchor: str) -> Listing:
+    key = (os.path.abspath(folder), folder, exclude, stop_at, anchor)
     if _shared_listings is not None and key in _shared_listings:
         return _shared_listings[key]
     walked: list[tuple[str, list[str]]] = []
@@ -199,7 +201,7 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt]) -
             stopped.append(root)
             dirs[:] = []
             continue
-        dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(root, d), exclude))
+        dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(root, d), exclude, anchor))
         walked.append((root, sorted(names)))
     if _shared_listings is not None:
         _shared_listings[key] = (walked, stopped)

@@ -286,7 +286,7 @@ class GradModeChecker:
         from .files import excluded_below
 
         return [p for p in cls._named if os.path.realpath(p) != os.path.abspath(p) and os.path.exists(p)
-                and cls._analysis_of(p)[1] == root and not excluded_below(p, root, config.exclude)]
+                and cls._analysis_of(p)[1] == root and not excluded_below(p, root, config.exclude, config.root)]
 
     @classmethod
     def _buffer_findings(cls, filename: str, text: str) -> dict[str, list]:

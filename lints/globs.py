@@ -36,3 +36,13 @@ def path_match(path: str, patterns: tuple[str, ...]) -> Optional[str]:
     if not _compiled(tuple(patterns), True).match(os.path.normcase(path)):
         return None
     return next(p for p in patterns if fnmatch.fnmatch(path, p) or fnmatch.fnmatch(path, f"*/{p}"))
+
+
+def relative_to(path: str, root: str) -> str:
+    """``path`` as path globs match it: counted from the folder ``root`` when it lies below it ("": as
+    given), parts joined by ``/``."""
+    if root:
+        inside = os.path.relpath(os.path.abspath(path), root)
+        if inside != os.pardir and not inside.startswith(os.pardir + os.sep):
+            path = inside
+    return path.replace(os.sep, "/").replace("\\", "/")

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from .globs import path_match
+from .globs import path_match, relative_to
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,6 +53,9 @@ class Config:
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (path glob, code prefixes), as in ruff
+    # The folder of the pyproject.toml the settings come from: the paths that exclude, per-file-ignores
+    # and module-globs match are counted from it, as in ruff, whatever the cwd ("": as the paths are given).
+    root: str = ""
 
     def __post_init__(self) -> None:
         if self.serving_grad_mode not in SERVING_GRAD_MODES:
@@ -79,8 +82,9 @@ class Config:
         return selected >= 0 and longest(self.ignore) < max(selected, 1)
 
     def ignored_in(self, path: str, code: str) -> bool:
-        """``per-file-ignores``: is ``code`` ignored in ``path`` (globs match the path or any tail of it)?"""
-        normalized = path.replace("\\", "/")
+        """``per-file-ignores``: is ``code`` ignored in ``path`` (globs match the path from ``root``, or any
+        tail of it)?"""
+        normalized = relative_to(path, self.root)
         for glob, codes in self.per_file_ignores:
             if any(code.startswith(c) for c in codes) and path_match(normalized, (glob,)) is not None:
                 return True
@@ -129,7 +133,7 @@ _KEYS = {
 
 def find_pyproject(start: Path) -> Optional[Path]:
     """The nearest pyproject.toml at or above ``start`` that has [tool.gradmode]."""
-    start = start.resolve()
+    start = Path(os.path.abspath(start))  # as the path is given (a link to a shared package: its project's)
     for folder in [start, *start.parents] if start.is_dir() else start.parents:
         if declares_config(folder):
             return folder / "pyproject.toml"
@@ -250,7 +254,7 @@ def load_config(pyproject: Optional[Path] = None, start: Optional[Path] = None) 
         return Config(), None
     table = _table_of(Path(path)) or {}
     try:
-        return config_from_mapping(table), Path(path)
+        return config_from_mapping(table).replace(root=os.path.dirname(os.path.abspath(path))), Path(path)
     except ConfigError as exc:  # a setting of the wrong kind: name the file it is in
         raise ConfigError(f"{path}: {exc}") from None
 

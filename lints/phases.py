@@ -22,7 +22,7 @@ from typing import NamedTuple, Optional
 
 from . import names
 from .callgraph import CallGraph
-from .globs import name_match, path_match
+from .globs import name_match, path_match, relative_to
 from .options import Config
 from .project import EXTERNAL, Project
 from .regions import INFERENCE, INFERENCE_OFF, NO_GRAD, Regions
@@ -53,7 +53,7 @@ class Origin(NamedTuple):
 
 
 def module_matches(path: str, config: Config) -> Optional[str]:
-    return path_match(path.replace("\\", "/"), config.module_globs)
+    return path_match(relative_to(path, config.root), config.module_globs)
 
 
 class Phases:

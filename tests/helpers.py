@@ -97,7 +97,7 @@ def run_module(*args: str, cwd: Path | None = None, input: str | None = None) ->
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                GRADMODE_CACHE_DIR=str((cwd or ROOT) / ".gradmode_cache_test"))
     return subprocess.run([sys.executable, "-m", *args], cwd=cwd or ROOT, capture_output=True, text=True,
-                          env=env, input=input, timeout=300)
+                          errors="surrogateescape", env=env, input=input, timeout=300)  # a diff: the files' bytes
 
 
 BIN = Path(sys.executable).parent

@@ -1,6 +1,7 @@
 """The ruff/flake8 conventions of the CLI, through the installed console script in temp projects."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -134,6 +135,38 @@ def test_per_file_ignores(tmp_path):
     bad = _project(tmp_path / "bad", '[tool.gradmode]\nper-file-ignores = ["GM1"]\n')
     proc = run_script("gradmode-lint", ".", cwd=bad)
     assert proc.returncode == 2 and "per-file-ignores must be a table" in proc.stderr
+
+
+def test_path_settings_count_from_the_configuration_folder_whatever_the_cwd(tmp_path):
+    """exclude, per-file-ignores and module-globs name paths from the pyproject.toml's folder, as in ruff:
+    run from a subfolder, on a file, on an absolute path, or fixed, the result is the same."""
+    root = _project(tmp_path, '[tool.gradmode]\nextend-exclude = ["eng/gen"]\nmodule-globs = ["eng/boot.py"]\n'
+                              '[tool.gradmode.per-file-ignores]\n"eng/other.py" = ["GM101"]\n"repo/*" = ["GM1"]\n')
+    (root / "eng" / "gen").mkdir()
+    (root / "eng" / "gen" / "made.py").write_text(WARM)
+    (root / "eng" / "boot.py").write_text("import torch\ndef load(m):\n    with torch.inference_mode():\n        m()\n")
+    eng = root / "eng"
+    expected = {"eng/warm.py", "eng/boot.py"}  # a glob reaching above the folder (`repo/*`) matches nothing
+    for cwd, args in ((root, ["."]), (eng, ["."]), (eng, [str(eng)]), (tmp_path, [str(root)])):
+        proc = run_script("gradmode-lint", *args, "--format", "json", "--no-cache", cwd=cwd)
+        found = {os.path.relpath(os.path.join(cwd, f["path"]), root).replace(os.sep, "/")
+                 for f in json.loads(proc.stdout)["findings"]}
+        assert found == expected, (cwd, args, proc.stdout)
+    diff = run_script("gradmode-fix", "--diff", "other.py", "gen/made.py", "--no-cache", cwd=eng)
+    assert "other.py" not in diff.stdout and "boot.py" not in diff.stdout  # not given; other.py is ignored
+    assert "made.py" in diff.stdout  # named on the command line: linted and fixed though excluded, as in ruff
+
+
+def test_a_package_through_a_symbolic_link_takes_the_settings_above_the_link(tmp_path):
+    """As flake8 and ruff: the folder a path is given in decides the settings, not where a link leads."""
+    shared = write_package(tmp_path / "shared", {"lib/warm.py": WARM.replace("warmup", "prime_kernels")})
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[tool.gradmode]\npath-patterns = ["*prime*"]\n')
+    (project / "lib").symlink_to(shared / "lib")
+    for args in (["lib"], ["lib/warm.py"]):
+        proc = run_script("gradmode-lint", *args, "--format", "concise", "--no-cache", cwd=project)
+        assert proc.returncode == 1 and "prime_kernels()" in proc.stdout, (args, proc.stdout, proc.stderr)
 
 
 def test_a_broken_pyproject_is_an_error_naming_the_file(tmp_path):

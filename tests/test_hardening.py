@@ -441,7 +441,7 @@ def test_exclude_globs_with_a_folder_match_on_windows_paths(monkeypatch) -> None
     monkeypatch.setattr(files.os, "sep", "\\")
     monkeypatch.setattr(files.os.path, "normcase", ntpath.normcase)
     monkeypatch.setattr(globs, "_compiled", functools.lru_cache(globs._compiled.__wrapped__))  # a cache of its own
-    excluded = functools.partial(files._excluded, exclude=("tests/fixtures", "pkg/gen*", "*_pb2.py"))
+    excluded = functools.partial(files._excluded, exclude=("tests/fixtures", "pkg/gen*", "*_pb2.py"), anchor="")
     assert excluded("fixtures", "proj\\pkg\\tests\\fixtures")
     assert excluded("gen_a.py", "proj\\pkg\\gen_a.py")
     assert excluded("M_PB2.PY", "proj\\M_PB2.PY")  # Windows paths are case-blind

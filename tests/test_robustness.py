@@ -123,7 +123,7 @@ def run_cli(module: str, *args: str, cwd: Optional[Path] = None, env_extra: Opti
     if env_extra:
         env.update(env_extra)
     return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, errors="surrogateescape", timeout=timeout)  # a diff holds the files' own bytes
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
