@@ -230,8 +230,11 @@ class GradModeChecker:
         own_settings = marked and has_own_settings(walk_root)
         if marked and not own_settings and any(root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
             marked = False  # a folder given outside any project holds this one: analysed with it, as in the CLI
-        if own_settings and cls._locator.excluded_by_the_project_around(walk_root):
-            return "", walk_root, root, False  # the walk of the project around leaves it out, as in the CLI
+        if own_settings and cls._locator.excluded_by_the_project_around(walk_root) and not any(
+                os.path.abspath(p) == walk_root or os.path.abspath(p).startswith(os.path.join(walk_root, ""))
+                for p in cls._named or ["."]):
+            # the walk of the project around leaves it out, as in the CLI (unless it is what flake8 was given)
+            return "", walk_root, root, False
         if marked:
             return f"{walk_root}\0{cls._config_file(root)}", walk_root, root, True
         paths = cls._group_of(filename)
@@ -281,12 +284,22 @@ class GradModeChecker:
 
     @classmethod
     def _beyond_the_walk(cls, root: str, config: Config) -> list[str]:
-        """Paths flake8 was given in this project that the walk from its root does not reach: those
-        through a symlinked folder (not followed). What ``exclude`` names stays out, as documented."""
+        """Paths flake8 was given in this project that the walk from its root does not reach, linted as
+        the CLI lints what it is given: a file named (one that ``exclude`` matches, a script not named
+        ``*.py``, one through a symlinked folder), and a folder through a symlinked folder (not followed;
+        what ``exclude`` names below it stays out)."""
         from .files import excluded_below
 
-        return [p for p in cls._named if os.path.realpath(p) != os.path.abspath(p) and os.path.exists(p)
-                and cls._analysis_of(p)[1] == root and not excluded_below(p, root, config.exclude, config.root)]
+        found = []
+        for path in cls._named:
+            if not os.path.exists(path) or cls._analysis_of(path)[1] != root:
+                continue
+            linked = os.path.realpath(path) != os.path.abspath(path)
+            excluded = excluded_below(path, root, config.exclude, config.root)
+            if os.path.isfile(path) and (linked or excluded or not path.endswith(".py")) \
+                    or linked and not excluded:
+                found.append(path)
+        return found
 
     @classmethod
     def _buffer_findings(cls, filename: str, text: str) -> dict[str, list]:

@@ -209,7 +209,8 @@ def test_plugin_is_registered():
 
 def test_a_file_named_through_a_symlinked_folder_is_analysed(tmp_path):
     """The walk does not follow symlinked folders; a file flake8 is given through one used to get no
-    finding at all (the CLI lints it). What ``exclude`` names stays out, as documented."""
+    finding at all (the CLI lints it). Named, it is linted also where ``exclude`` matches it, as the CLI
+    does (``exclude`` is for what a walk finds)."""
     write_package(tmp_path / "ext", {"sub/w.py": "import torch\ndef warmup(model):\n"
                                                 "    with torch.inference_mode():\n        model()\n"})
     root = tmp_path / "proj"
@@ -219,8 +220,10 @@ def test_a_file_named_through_a_symlinked_folder_is_analysed(tmp_path):
     proc = run_module("flake8", "--select", "GM", "linked/w.py", cwd=root)
     assert [m.group("code") for m in map(HEAD.match, proc.stdout.splitlines()) if m] == ["GM101"], proc
     (root / "pyproject.toml").write_text('[tool.gradmode]\nexclude = ["linked"]\n')
-    proc = run_module("flake8", "--select", "GM", "linked/w.py", cwd=root)
-    assert proc.returncode == 0 and not proc.stdout, proc
+    for args in (["flake8", "--select", "GM"], ["lints", "--format", "concise"]):
+        proc = run_module(*args, "linked/w.py", cwd=root)
+        assert [m.group("code") for m in map(HEAD.match, proc.stdout.splitlines()) if m] == ["GM101"], proc
+    assert run_module("flake8", "--select", "GM", ".", cwd=root).stdout == ""  # walked: not followed
 
 
 WARM_LOOSE = "import torch\ndef warmup(model):\n    with torch.inference_mode():\n        model()\n"
@@ -643,3 +646,24 @@ def test_libcst_command_refuses_an_unknown_code_in_select_and_changes_nothing(tm
                                 "codemods.gradmode.FixInferenceMode", "--select", "GM1O1", "proj", cwd=tmp_path)
     assert libcst.returncode != 0 and "unknown rule code(s): GM1O1" in libcst.stderr, libcst
     assert (tmp_path / "proj" / "warm.py").read_text() == WARM_LOOSE
+
+
+def test_flake8_lints_what_it_is_given_as_the_cli_does(tmp_path):
+    """Inside a project the project around excludes, a file the project's exclude matches, and a script not
+    named *.py (pre-commit hands those to flake8): each named, the plugin reports what the CLI reports, also
+    for the same text on stdin."""
+    _tree(tmp_path, {".git/x": "", "pyproject.toml": '[tool.gradmode]\nexclude = ["svc", "app/gen"]\n',
+                     "svc/pyproject.toml": "[tool.gradmode]\n", "svc/warm.py": WARM_LOOSE,
+                     "app/gen/warm.py": WARM_LOOSE, "bin/serve": "#!/usr/bin/env python\n" + WARM_LOOSE})
+    svc = tmp_path / "svc"
+    assert _reported(_without_cache_env("lints", "--format", "concise", ".", cwd=svc)) == ["warm.py"]
+    assert _reported(_without_cache_env("flake8", "--select", "GM", ".", cwd=svc)) == ["warm.py"]
+    for named in ("app/gen/warm.py", "bin/serve"):
+        assert _reported(_without_cache_env("lints", "--format", "concise", named, cwd=tmp_path)) == [named]
+        assert _reported(_without_cache_env("flake8", "--select", "GM", named, cwd=tmp_path)) == [named]
+        text = (tmp_path / named).read_text()
+        on_stdin = subprocess.run([sys.executable, "-m", "flake8", "--select", "GM", "--stdin-display-name", named,
+                                   "-"], cwd=tmp_path, input=text, capture_output=True, text=True, timeout=300,
+                                  env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert _reported(on_stdin) == [named], on_stdin.stderr
+    assert _reported(_without_cache_env("flake8", "--select", "GM", ".", cwd=tmp_path)) == []  # walked: excluded
