@@ -16,8 +16,8 @@ from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, defa
                       load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
 from .files import (MAX_FILE_BYTES, decode_source, default_jobs, discover, is_read_only, read_source,
-                    source_from_text, source_lines, stopping_points, text_reader, walks_shared, write_file,
-                    write_new_file)
+                    quiet_warnings, source_from_text, source_lines, stopping_points, text_reader, walks_shared,
+                    write_file, write_new_file)
 from .model import FileError
 from .noqa import add_noqa
 from .progress import Progress
@@ -333,6 +333,7 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         return EXIT_CLEAN
     parser = build_parser()
     args = parser.parse_args(argv)
+    quiet_warnings(args.quiet)
     if args.fix:
         return _fix(args)
     if args.unsafe_fixes:

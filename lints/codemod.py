@@ -31,7 +31,8 @@ from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, con
 from .options import Config, ConfigError, default_cache_dir
 from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_files
 from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, collector_paused, default_jobs, is_read_only,
-                    read_source, remove_in_flight_temps, run_jobs, source_lines, walks_shared, write_file)
+                    quiet_warnings, read_source, remove_in_flight_temps, run_jobs, source_lines, walks_shared,
+                    write_file)
 from .fixer import REFUSED_WHY, STYLES, FixTransformer, fix_source, inference_mode_imports, node_positions, plans_for
 from .limits import source_limits_error
 from .progress import Progress
@@ -581,6 +582,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _main(argv: Optional[Sequence[str]]) -> int:
     args = build_parser().parse_args(argv)
+    quiet_warnings(args.quiet)
     args.paths = args.paths or ["."]  # as ruff and flake8: the current folder
     try:
         groups, config_errors = configs_for_paths(args, list(args.paths))

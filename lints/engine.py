@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 from . import __version__
 from .options import Config, ConfigError, declares_config, load_config
 from .files import (MAX_FILE_BYTES, HandOver, SourceFile, collector_paused, discover, excluded_below,
-                    in_forked_child, read_regular_bytes, read_source, run_jobs, source_from_text, text_reader)
+                    in_forked_child, read_regular_bytes, read_source, run_jobs, source_from_text, text_reader, warn)
 from .model import FileError, Finding, Fix
 from .noqa import without_suppressed
 from .summary import SCHEMA, import_root, module_name_for, parse_quietly, relative_import_base, summarize
@@ -473,11 +473,10 @@ class SummaryCache:
                     pass
                 raise
         except OSError as exc:  # a read-only checkout still lints
-            print(f"gradmode-lint: warning: cannot write cache {target}: {exc.strerror or exc}", file=sys.stderr)
+            warn(f"cannot write cache {target}: {exc.strerror or exc}")
             return False
         except (ValueError, RecursionError) as exc:  # a summary JSON cannot hold: the run goes on without a cache
-            print(f"gradmode-lint: warning: cannot write cache {target}: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
+            warn(f"cannot write cache {target}: {type(exc).__name__}: {exc}")
             return False
 
 
@@ -516,7 +515,7 @@ def project_cache_folder(root: str) -> Optional[Path]:
         return folder
     if str(folder) not in _linked_caches_reported:
         _linked_caches_reported.add(str(folder))
-        print(f"gradmode-lint: warning: not using cache {folder}: it is a symbolic link", file=sys.stderr)
+        warn(f"not using cache {folder}: it is a symbolic link")
     return None
 
 

@@ -287,6 +287,21 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+_warnings_quiet = False
+
+
+def quiet_warnings(quiet: bool) -> None:
+    """``-q``: warnings are left out too, as in ruff (a run's findings and errors are not)."""
+    global _warnings_quiet
+    _warnings_quiet = quiet
+
+
+def warn(message: str) -> None:
+    """``gradmode-lint: warning: MESSAGE`` on stderr, unless the run is quiet."""
+    if not _warnings_quiet:
+        print(f"gradmode-lint: warning: {message}", file=sys.stderr)
+
+
 def _reap(pid: int) -> None:
     try:
         _, status = os.waitpid(pid, 0)
@@ -296,7 +311,7 @@ def _reap(pid: int) -> None:
     if code not in (0, _INTERRUPTED):
         why = f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() \
             else f"exit status {code}"
-        print(f"gradmode-lint: warning: the background cache writer failed ({why})", file=sys.stderr)
+        warn(f"the background cache writer failed ({why})")
 
 
 def run_jobs(func: Callable[[U], T], items: Sequence[U], jobs: int,

@@ -13,7 +13,7 @@ import pytest
 from lints.options import Config
 from lints.engine import lint_project
 
-from .helpers import ROOT, chdir, write_package
+from .helpers import ROOT, chdir, run_module, write_package
 
 BUGGY = {
     "engine/warm.py": (
@@ -678,3 +678,15 @@ def test_a_buffer_whose_utf8_is_the_files_bytes_under_another_cookie_is_not_the_
     assert [(f.line, f.col) for f in on_disk.findings] == [(4, 22)]
     assert edited.analysis is not None
     assert [(f.line, f.col) for f in edited.findings] == [(f.line, f.col) for f in fresh.findings] == [(4, 20)]
+
+
+def test_quiet_leaves_the_cache_warning_out_and_keeps_the_findings(tmp_path):
+    root = write_package(tmp_path / "repo", BUGGY)
+    cache = tmp_path / "cache"
+    cache.write_text("a file where the cache folder would be\n")  # unwritable, even by root
+    for quiet, warned in (([], True), (["-q"], False)):
+        proc = run_module("lints", ".", "--cache-dir", str(cache), "--format", "concise", *quiet, cwd=root)
+        assert proc.returncode == 1 and "GM101" in proc.stdout
+        assert ("warning: cannot write cache" in proc.stderr) is warned, proc.stderr
+    fix = run_module("lints.codemod", ".", "--cache-dir", str(cache), "--diff", "-q", cwd=root)
+    assert fix.returncode == 1 and "warning" not in fix.stderr, fix.stderr
