@@ -51,6 +51,8 @@ def add_config_options(parser: argparse.ArgumentParser) -> list[argparse.Action]
            help="class-name globs whose capture-pattern methods count as capture paths")
     option("--module-globs", metavar="GLOBS", help="file globs whose functions are all such paths")
     option("--exclude", metavar="GLOBS", help="file or folder globs to skip when walking folders")
+    option("--force-exclude", action=argparse.BooleanOptionalAction, default=None,
+           help="skip what exclude matches also among the paths given (for pre-commit, which names files)")
     option("--jobs", "-j", type=int, default=None, help="worker processes (default: all cores)")
     option("--max-file-size", type=int, default=MAX_FILE_BYTES, metavar="BYTES",
            help=f"skip larger files with an error (default {MAX_FILE_BYTES})")
@@ -184,6 +186,7 @@ def config_from_args(args: argparse.Namespace, given: Optional[list[str]] = None
         module_globs=globs(args.module_globs),
         serving_patterns=globs(getattr(args, "serving_patterns", None)),
         exclude=globs(args.exclude),
+        force_exclude=args.force_exclude,
     )
     if args.extend_path_patterns:
         config = config.replace(path_patterns=config.path_patterns + globs(args.extend_path_patterns))

@@ -825,6 +825,9 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude,
                                  stop_at=has_own_settings, anchor=config.root)
     requested = _distinct([os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested])
+    if config.force_exclude:  # a path given that exclude matches (it, or a folder above it) is left out too
+        requested = [p for p in requested if not excluded_below(p, config.root or os.curdir, config.exclude,
+                                                                 config.root)]
     locator = ProjectLocator()
     found, in_project = locator.locate(paths[0] if paths else ".")
     loose, whole, members = False, True, None

@@ -297,7 +297,7 @@ class GradModeChecker:
             linked = os.path.realpath(path) != os.path.abspath(path)
             excluded = excluded_below(path, root, config.exclude, config.root)
             if os.path.isfile(path) and (linked or excluded or not path.endswith(".py")) \
-                    or linked and not excluded:
+                    and not (excluded and config.force_exclude) or linked and not excluded:
                 found.append(path)
         return found
 

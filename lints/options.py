@@ -56,6 +56,7 @@ class Config:
     # The folder of the pyproject.toml the settings come from: the paths that exclude, per-file-ignores
     # and module-globs match are counted from it, as in ruff, whatever the cwd ("": as the paths are given).
     root: str = ""
+    force_exclude: bool = False  # exclude applies to paths given too (ruff's force-exclude: for pre-commit)
 
     def __post_init__(self) -> None:
         if self.serving_grad_mode not in SERVING_GRAD_MODES:
@@ -94,6 +95,7 @@ class Config:
         """Stable hash of everything that can change a file's findings (for the cache)."""
         data = dataclasses.asdict(self)
         data.pop("exclude")
+        data.pop("force_exclude")  # which files are linted, not what is found in one
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def replace(self, **changes: Any) -> "Config":
@@ -127,6 +129,7 @@ _KEYS = {
     "ignore": "ignore",
     "exclude": "exclude",
     "extend-exclude": "extend_exclude",
+    "force-exclude": "force_exclude",
     "per-file-ignores": "per_file_ignores",
 }
 
@@ -219,6 +222,10 @@ def config_from_mapping(table: dict[str, Any], base: Config = Config()) -> Confi
                 raise ConfigError("[tool.gradmode] per-file-ignores must be a table of glob = [codes]")
             changes[key] = tuple((str(glob), _as_tuple(f"per-file-ignores.{glob}", codes))
                                  for glob, codes in value.items())
+        elif key == "force_exclude":
+            if not isinstance(value, bool):
+                raise ConfigError("[tool.gradmode] force-exclude must be true or false")
+            changes[key] = value
         elif key == "serving_grad_mode":
             if not isinstance(value, str):
                 raise ConfigError("[tool.gradmode] serving-grad-mode must be a string")

@@ -667,3 +667,6 @@ def test_flake8_lints_what_it_is_given_as_the_cli_does(tmp_path):
                                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
         assert _reported(on_stdin) == [named], on_stdin.stderr
     assert _reported(_without_cache_env("flake8", "--select", "GM", ".", cwd=tmp_path)) == []  # walked: excluded
+    (tmp_path / "pyproject.toml").write_text('[tool.gradmode]\nexclude = ["svc", "app/gen"]\nforce-exclude = true\n')
+    for front_end in (["lints", "--format", "concise"], ["flake8", "--select", "GM"]):
+        assert _reported(_without_cache_env(*front_end, "app/gen/warm.py", cwd=tmp_path)) == [], front_end

@@ -71,3 +71,27 @@ def test_lint_hook_fails_on_findings_then_fix_hook_fixes(repo):
 def test_hook_with_no_python_files_passes(repo):
     proc = try_repo(repo, "gradmode-lint", "--files", "README.txt")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_hooks_leave_what_the_project_excludes(tmp_path, hook_repo):
+    """pre-commit names the files it hands over: the hooks pass --force-exclude, so the project's exclude
+    still applies (as ruff's hooks do); run by hand on the same file, the CLI lints it."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    sh("git", "init", "-q", cwd=path)
+    (path / "pyproject.toml").write_text('[tool.gradmode]\nextend-exclude = ["vendored"]\n')
+    (path / "vendored").mkdir()
+    shutil.copy(FIXTURES / "fix" / "sglang.in.py", path / "vendored" / "runner.py")
+    sh("git", "add", ".", cwd=path)
+    before = (path / "vendored" / "runner.py").read_text()
+    for hook in ("gradmode-lint", "gradmode-fix"):
+        proc = try_repo((path, hook_repo), hook, "--all-files")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (path / "vendored" / "runner.py").read_text() == before
+    by_hand = subprocess.run([sys.executable, "-m", "lints", "vendored/runner.py", "--no-cache"], cwd=path,
+                             capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    assert by_hand.returncode == 1 and "GM101" in by_hand.stdout
+    forced = subprocess.run([sys.executable, "-m", "lints", "vendored/runner.py", "--no-cache", "--force-exclude"],
+                            cwd=path, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            timeout=300)
+    assert forced.returncode == 0 and "GM101" not in forced.stdout, forced.stdout + forced.stderr
