@@ -206,10 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=("text", "concise", "json", "sarif", "github"), default="text",
                         help="text: each finding and its why-chain; concise: one line each; github: workflow "
                              "annotations")
-    parser.add_argument("--statistics", action="store_true", help="print the number of findings per code")
+    parser.add_argument("--statistics", action="store_true",
+                        help="print the number of findings per code, in place of the findings")
     parser.add_argument("--stdin-filename", metavar="PATH",
                         help="with PATH `-`: the file name the text read from stdin stands for")
     parser.add_argument("--fix", action="store_true", help="apply the safe fixes (runs `python -m lints.codemod`)")
+    parser.add_argument("--diff", action="store_true",
+                        help="print the safe fixes as a unified diff and write nothing (exit 1 if any)")
     parser.add_argument("--unsafe-fixes", action="store_true", help="with --fix: also apply the fixes marked unsafe")
     parser.add_argument("--add-noqa", action="store_true",
                         help="append `# noqa: CODE` to every line with a finding (adopting the tool on old code)")
@@ -260,20 +263,25 @@ def entry() -> NoReturn:
 
 
 def _fix(args: argparse.Namespace) -> int:
-    """``--fix``: the codemod, given the shared options as parsed here; it reports what is left its
-    own way, so options about the report are refused rather than dropped."""
+    """``--fix`` and ``--diff``: the codemod, given the shared options as parsed here; it reports what is
+    left its own way, so options about the report are refused rather than dropped."""
     report_options = (("--format", args.format not in ("text", "concise")), ("--statistics", args.statistics),
                       ("--output", args.output), ("--baseline", args.baseline),
                       ("--write-baseline", args.write_baseline), ("--add-noqa", args.add_noqa),
                       ("-", "-" in args.paths), ("--stdin-filename", args.stdin_filename))
     refused = [flag for flag, given in report_options if given]
     if refused:
-        print(f"gradmode-lint: error: --fix does not take {', '.join(refused)} (fix first, then lint)", file=sys.stderr)
+        mode = "--fix" if args.fix else "--diff"
+        print(f"gradmode-lint: error: {mode} does not take {', '.join(refused)} (fix first, then lint)",
+              file=sys.stderr)
         return EXIT_ERROR
     argv: list[str] = []
     for action in add_config_options(argparse.ArgumentParser()):
         value = getattr(args, action.dest)
         if value is None or value == action.default:
+            continue
+        if isinstance(value, bool):  # --force-exclude / --no-force-exclude
+            argv.append(action.option_strings[0 if value else 1])
             continue
         for one in value if isinstance(value, list) else [value]:  # --select given twice stays twice
             argv += [action.option_strings[0], str(one)]
@@ -281,6 +289,8 @@ def _fix(args: argparse.Namespace) -> int:
         argv.append("--quiet")
     if args.unsafe_fixes:
         argv.append("--unsafe-fixes")
+    if args.diff:
+        argv.append("--diff")
     if args.no_cache:
         argv.append("--no-cache")
     if args.cache_dir is not None:
@@ -337,10 +347,10 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
     parser = build_parser()
     args = parser.parse_args(argv)
     quiet_warnings(args.quiet)
-    if args.fix:
+    if args.fix or args.diff:
         return _fix(args)
     if args.unsafe_fixes:
-        print("gradmode-lint: error: --unsafe-fixes is for --fix", file=sys.stderr)
+        print("gradmode-lint: error: --unsafe-fixes is for --fix or --diff", file=sys.stderr)
         return EXIT_ERROR
     if args.statistics and args.format not in ("text", "concise"):  # its lines would break the document
         print(f"gradmode-lint: error: --statistics is for the text formats, not --format {args.format}",
@@ -429,8 +439,8 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         report = render_github(findings, errors)
     else:
         report = render_text(findings, notes=args.format == "text", color=_use_color(args))
-    if args.statistics:
-        report += render_statistics(findings)
+    if args.statistics:  # as ruff's: the counts in place of the findings
+        report = render_statistics(findings)
     if args.output:
         try:  # whole or not at all; file names that are not UTF-8 go out as the file system gave them
             write_new_file(str(args.output), report.encode("utf-8", "surrogateescape"))

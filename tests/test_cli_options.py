@@ -27,7 +27,7 @@ def test_statistics_counts_per_code(tmp_path):
     root = _project(tmp_path)
     proc = run_script("gradmode-lint", ".", "--statistics", "--format", "concise", cwd=root)
     assert proc.returncode == 1, proc.stderr
-    assert proc.stdout.splitlines()[-1] == "    2  GM101 [*]"
+    assert proc.stdout == "    2  GM101 [*]\n"  # as ruff's: the counts in place of the findings
 
 
 def test_concise_has_no_notes_and_text_has_them(tmp_path):
@@ -115,7 +115,14 @@ def test_fix_takes_the_shared_options_as_parsed_and_refuses_report_options(tmp_p
                          "-j", "1", "eng/warm.py", cwd=root)
     assert ignored.returncode == 0, ignored
     assert "inference_mode" in (root / "eng" / "warm.py").read_text()  # --ignore reached the codemod
-    fixed = run_script("gradmode-lint", "--fix", "--format=concise", "--select", "GM1", "eng/warm.py", cwd=root)
+    (root / "pyproject.toml").write_text('[tool.gradmode]\nexclude = ["eng/warm.py"]\n')
+    forced = run_script("gradmode-lint", "--fix", "--force-exclude", "eng/warm.py", cwd=root)
+    assert forced.returncode == 0 and "inference_mode" in (root / "eng" / "warm.py").read_text(), forced
+    diff = run_script("gradmode-lint", "--diff", "eng/warm.py", cwd=root)  # as ruff's check --diff
+    assert diff.returncode == 1 and "-    with torch.inference_mode():" in diff.stdout, diff
+    assert "inference_mode" in (root / "eng" / "warm.py").read_text()
+    fixed = run_script("gradmode-lint", "--fix", "--format=concise", "--select", "GM1", "--no-force-exclude",
+                       "eng/warm.py", cwd=root)
     assert fixed.returncode == 0, fixed
     assert "inference_mode" not in (root / "eng" / "warm.py").read_text()
 
