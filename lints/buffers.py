@@ -356,12 +356,11 @@ class Buffers:
         return False
 
     def _replaced_before(self, fid: str, fn: dict, name: str, mutation: Mutation) -> Optional[tuple[int, int]]:
-        """Where ``name = <a new tensor>`` last comes before ``mutation`` and runs whenever it does (not in
-        an if-branch the mutation is outside of): ``out = out.clone()``, ``self.h = torch.roll(self.h, 1)``,
-        ``out = out + x``. What ``name`` held before is not what the mutation updates. None if there is
-        none. A rebinding to anything else may be an alternative (try/except, a loop) and is not taken as
-        one. ``name`` may be an attribute (``self.h``): a call between the two could rebind it, which is
-        not followed."""
+        """Where ``name = <a new tensor>`` last comes before ``mutation`` and runs whenever it does:
+        ``out = out.clone()``, ``self.h = torch.roll(self.h, 1)``, ``out = out + x``. What ``name`` held
+        before is not what the mutation updates. None if there is none. A rebinding to anything else may
+        be an alternative (try/except, a loop) and is not taken as one. ``name`` may be an attribute
+        (``self.h``): a call between the two could rebind it, which is not followed."""
         chain = set()
         guard = mutation.guard
         while guard >= 0:
@@ -370,22 +369,30 @@ class Buffers:
         found = None
         for fact in fn["assigns"]:
             where = (fact[A_LINE], fact[A_COL])
-            # a statement of its own, indented as the update is (a copy in a loop, a `try` or a walrus
-            # may not run): nothing between them is indented less (no other block in between)
+            # a statement of its own in the very block of the update (a copy in a loop, a `try`, a handler,
+            # a match case, another with-body or a walrus may not run, or run under another mode): indented
+            # as the update is, nothing between them indented less
             if (fact[A_TARGET] == ["n", name] and fact[A_OP] is None and where < (mutation.line, mutation.col)
                     and fact[A_COL] == mutation.col and (fact[A_GUARD] < 0 or fact[A_GUARD] in chain)
+                    and fact[A_WITH] == mutation.with_index
+                    and all(first <= mutation.line <= last for first, last in fn["blocks"]
+                            if first <= fact[A_LINE] <= last)
                     and self._fresh_tensor(fid, fact[A_VALUE])
                     and not _dedented_between(fn, fact[A_LINE], mutation.line, mutation.col)):
                 found = max(found or where, where)
-        if found is not None and any(f[A_TARGET] == ["n", name] and (f[A_LINE], f[A_COL]) > found
+        # bound again after the copy (`out, k = get_buf(), 0`, a loop, a with), itself or what it is an
+        # attribute of (`st.h = st.h.clone(); st = other`): not known
+        prefixes = [["n", name.rsplit(".", depth)[0]] for depth in range(name.count(".") + 1)]
+        if found is not None and any(f[A_TARGET] in prefixes and (f[A_LINE], f[A_COL]) > found
                                      for f in fn["assigns"]):
-            return None  # bound again after the copy (`out, k = get_buf(), 0`, a loop, a with): not known
+            return None
         return found
 
     def _fresh_tensor(self, fid: str, value: list) -> bool:
         """Whether ``value`` is always a new object that holds no buffer: an operator's result (the
         summary's ``["f"]``), a copy (``b.clone()``, ``torch.roll(b, 1)``, ``torch.cat(...)``) or a
-        factory's tensor; not ``b.detach()``, ``b.reshape(...)``, ``b.to(...)`` (they may share ``b``)."""
+        factory's tensor; not ``b.detach()``, ``b.reshape(...)``, ``b.to(...)`` (they may share ``b``),
+        nor a method of that name that a class of the project defines (``ring.roll(4)``)."""
         if value == ["f"]:
             return True
         if value[0] != "c":
@@ -398,7 +405,7 @@ class Buffers:
             if symbol is None or symbol.kind in (FUNC, CLASS, EXTERNAL):
                 return False  # a function of the project, or another library's: not known to copy
         receiver, method = method_call(func)
-        return receiver is not None and method in names.FRESH_TENSOR_METHODS
+        return receiver is not None and method in names.FRESH_TENSOR_METHODS and not self.project.methods_named(method)
 
     def _is_kernel(self, fid: str) -> bool:
         return any(names.is_kernel_decorator(target) for target in self._decorators(fid))

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator, Optional
 from .files import source_lines
 from .names import NOTABLE_CALL_LEAVES
 
-SCHEMA = 7
+SCHEMA = 8
 MODULE_SCOPE = "<module>"
 _UNKNOWN = ["?"]
 _FRESH = ["f"]
@@ -53,6 +53,9 @@ I_EXPR, I_LINE, I_COL, I_AS = range(4)
 G_NAMES, G_PARENT, G_ORELSE, G_LINE = range(4)
 # decorator: [expr, line, col]
 D_EXPR, D_LINE, D_COL = range(3)
+# A function's "blocks": [first line, last line] of each body of a loop, a try (its handlers, else and
+# finally too) and a match case, which may run without the code before or after it (if-branches are
+# guards and with-bodies are withs).
 # A function's "notable": the indices of its calls whose callee's name ends in a word of
 # ``names.NOTABLE_CALL_LEAVES`` (``f().new_empty(...)`` included), in order.
 
@@ -98,7 +101,7 @@ def _new_function(name: str, qual: str, line: int, col: int, cls: Optional[str],
     return {"name": name, "qual": qual, "line": line, "col": col, "cls": cls, "parent": parent,
             "params": [], "ann": {}, "defaults": {}, "dec": [], "calls": [], "withs": [], "rets": [],
             "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [],
-            "notable": []}
+            "notable": [], "blocks": []}
 
 
 class _Summarizer:
@@ -302,6 +305,12 @@ class _Summarizer:
                 scope.data["withs"][index][W_END] = last
             del scope.withs[-pushed:]
 
+    def block(self, statements: list[ast.stmt], scope: _Scope) -> None:
+        """A body that may run without what comes before or after it (see ``blocks``)."""
+        if statements:
+            scope.data["blocks"].append([statements[0].lineno, statements[-1].end_lineno])
+            self.body(statements, scope)
+
     def statement(self, stmt: ast.stmt, scope: _Scope) -> None:
         kind = type(stmt)
         if kind is ast.Expr:
@@ -363,22 +372,22 @@ class _Summarizer:
             iterable = self.expr(stmt.iter, scope)
             self._assign(stmt.target, ["s", iterable] if isinstance(stmt.target, ast.Name) else _UNKNOWN, None,
                          stmt, scope)
-            self.body(stmt.body, scope)
-            self.body(stmt.orelse, scope)
+            self.block(stmt.body, scope)
+            self.block(stmt.orelse, scope)
         elif kind is ast.While:
             self.walk_expr(stmt.test, scope)
-            self.body(stmt.body, scope)
-            self.body(stmt.orelse, scope)
+            self.block(stmt.body, scope)
+            self.block(stmt.orelse, scope)
         elif kind is ast.Try or kind is getattr(ast, "TryStar", None):
-            self.body(stmt.body, scope)
+            self.block(stmt.body, scope)
             for handler in stmt.handlers:
-                self.body(handler.body, scope)
-            self.body(stmt.orelse, scope)
-            self.body(stmt.finalbody, scope)
+                self.block(handler.body, scope)
+            self.block(stmt.orelse, scope)
+            self.block(stmt.finalbody, scope)
         elif kind is getattr(ast, "Match", None):
             self.walk_expr(stmt.subject, scope)
             for case in stmt.cases:
-                self.body(case.body, scope)
+                self.block(case.body, scope)
         else:  # raise, assert, del, pass, ...
             for child in ast.iter_child_nodes(stmt):
                 if isinstance(child, ast.expr):
