@@ -16,7 +16,7 @@ from typing import Optional
 @functools.lru_cache(maxsize=256)
 def _compiled(patterns: tuple[str, ...], for_paths: bool) -> "re.Pattern[str]":
     if for_paths:  # normcase after adding `*/`: on Windows it is `*\`, as the path's separators
-        forms = [os.path.normcase(form) for p in patterns for form in (p, f"*/{p}")]
+        forms = [os.path.normcase(form) for p in map(_path_form, patterns) for form in (p, f"*/{p}")]
     else:
         forms = [p.lower() for p in patterns]
     return re.compile("|".join(f"(?:{fnmatch.translate(form)})" for form in forms) or r"(?!)")
@@ -35,7 +35,15 @@ def path_match(path: str, patterns: tuple[str, ...]) -> Optional[str]:
     None when none does."""
     if not _compiled(tuple(patterns), True).match(os.path.normcase(path)):
         return None
-    return next(p for p in patterns if fnmatch.fnmatch(path, p) or fnmatch.fnmatch(path, f"*/{p}"))
+    return next(p for p in patterns
+                if fnmatch.fnmatch(path, _path_form(p)) or fnmatch.fnmatch(path, f"*/{_path_form(p)}"))
+
+
+def _path_form(pattern: str) -> str:
+    """``./pkg/gen`` is ``pkg/gen``: paths are matched without a leading ``./``, as ruff's patterns are."""
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    return pattern
 
 
 def relative_to(path: str, root: str) -> str:

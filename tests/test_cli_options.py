@@ -147,7 +147,7 @@ def test_per_file_ignores(tmp_path):
 def test_path_settings_count_from_the_configuration_folder_whatever_the_cwd(tmp_path):
     """exclude, per-file-ignores and module-globs name paths from the pyproject.toml's folder, as in ruff:
     run from a subfolder, on a file, on an absolute path, or fixed, the result is the same."""
-    root = _project(tmp_path, '[tool.gradmode]\nextend-exclude = ["eng/gen"]\nmodule-globs = ["eng/boot.py"]\n'
+    root = _project(tmp_path, '[tool.gradmode]\nextend-exclude = ["./eng/gen"]\nmodule-globs = ["eng/boot.py"]\n'
                               '[tool.gradmode.per-file-ignores]\n"eng/other.py" = ["GM101"]\n"repo/*" = ["GM1"]\n')
     (root / "eng" / "gen").mkdir()
     (root / "eng" / "gen" / "made.py").write_text(WARM)
