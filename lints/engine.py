@@ -830,6 +830,9 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                                                                  config.root)]
     locator = ProjectLocator()
     found, in_project = locator.locate(paths[0] if paths else ".")
+    if config.force_exclude and in_project and has_own_settings(found) \
+            and locator.excluded_by_the_project_around(found):
+        requested = []  # a project with its own settings that the project around excludes: all of it
     loose, whole, members = False, True, None
     if not alone and paths and (not in_project or package_only(found)):
         # a folder given outside any project is its own project; else the files and packages without

@@ -230,15 +230,28 @@ class GradModeChecker:
         own_settings = marked and has_own_settings(walk_root)
         if marked and not own_settings and any(root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
             marked = False  # a folder given outside any project holds this one: analysed with it, as in the CLI
-        if own_settings and cls._locator.excluded_by_the_project_around(walk_root) and not any(
-                os.path.abspath(p) == walk_root or os.path.abspath(p).startswith(os.path.join(walk_root, ""))
-                for p in cls._named or ["."]):
+        if own_settings and cls._locator.excluded_by_the_project_around(walk_root) and (
+                cls._force_exclude(root) or not any(
+                    os.path.abspath(p) == walk_root or os.path.abspath(p).startswith(os.path.join(walk_root, ""))
+                    for p in cls._given())):
             # the walk of the project around leaves it out, as in the CLI (unless it is what flake8 was given)
             return "", walk_root, root, False
         if marked:
             return f"{walk_root}\0{cls._config_file(root)}", walk_root, root, True
         paths = cls._group_of(filename)
         return "\0".join(sorted(os.path.abspath(p) for p in paths)), root, root, False
+
+    @classmethod
+    def _given(cls) -> list[str]:
+        """What flake8 was asked to lint: the paths named, the file on stdin, else flake8's own ``.``."""
+        return [*cls._named, *([cls._stdin_name] if cls._stdin_name else [])] or ["."]
+
+    @classmethod
+    def _force_exclude(cls, start: str) -> bool:
+        try:
+            return cls.config_for(start).force_exclude
+        except ConfigError:
+            return False  # the project's files report its error
 
     @classmethod
     def _project_findings(cls, filename: str) -> dict[str, list]:
@@ -285,19 +298,19 @@ class GradModeChecker:
     @classmethod
     def _beyond_the_walk(cls, root: str, config: Config) -> list[str]:
         """Paths flake8 was given in this project that the walk from its root does not reach, linted as
-        the CLI lints what it is given: a file named (one that ``exclude`` matches, a script not named
-        ``*.py``, one through a symlinked folder), and a folder through a symlinked folder (not followed;
-        what ``exclude`` names below it stays out)."""
+        the CLI lints what it is given: one that ``exclude`` matches (unless ``force-exclude``), a script
+        not named ``*.py``, one through a symlinked folder (not followed; what ``exclude`` names below a
+        folder given stays out)."""
         from .files import excluded_below
 
         found = []
-        for path in cls._named:
-            if not os.path.exists(path) or cls._analysis_of(path)[1] != root:
+        for path in cls._given():
+            if path == cls._stdin_name or not os.path.exists(path) or cls._analysis_of(path)[1] != root:
                 continue
             linked = os.path.realpath(path) != os.path.abspath(path)
             excluded = excluded_below(path, root, config.exclude, config.root)
-            if os.path.isfile(path) and (linked or excluded or not path.endswith(".py")) \
-                    and not (excluded and config.force_exclude) or linked and not excluded:
+            script = os.path.isfile(path) and not path.endswith(".py")
+            if (linked or excluded or script) and not (excluded and config.force_exclude):
                 found.append(path)
         return found
 

@@ -658,7 +658,11 @@ def test_flake8_lints_what_it_is_given_as_the_cli_does(tmp_path):
     svc = tmp_path / "svc"
     assert _reported(_without_cache_env("lints", "--format", "concise", ".", cwd=svc)) == ["warm.py"]
     assert _reported(_without_cache_env("flake8", "--select", "GM", ".", cwd=svc)) == ["warm.py"]
-    for named in ("app/gen/warm.py", "bin/serve"):
+    gen = tmp_path / "app" / "gen"
+    for front_end in (["lints", "--format", "concise"], ["flake8", "--select", "GM"]):
+        assert _reported(_without_cache_env(*front_end, "app/gen", cwd=tmp_path)) == ["app/gen/warm.py"]
+        assert _reported(_without_cache_env(*front_end, cwd=gen)) == ["warm.py"], front_end  # no path: `.`
+    for named in ("app/gen/warm.py", "bin/serve", "svc/warm.py"):
         assert _reported(_without_cache_env("lints", "--format", "concise", named, cwd=tmp_path)) == [named]
         assert _reported(_without_cache_env("flake8", "--select", "GM", named, cwd=tmp_path)) == [named]
         text = (tmp_path / named).read_text()
@@ -669,4 +673,9 @@ def test_flake8_lints_what_it_is_given_as_the_cli_does(tmp_path):
     assert _reported(_without_cache_env("flake8", "--select", "GM", ".", cwd=tmp_path)) == []  # walked: excluded
     (tmp_path / "pyproject.toml").write_text('[tool.gradmode]\nexclude = ["svc", "app/gen"]\nforce-exclude = true\n')
     for front_end in (["lints", "--format", "concise"], ["flake8", "--select", "GM"]):
-        assert _reported(_without_cache_env(*front_end, "app/gen/warm.py", cwd=tmp_path)) == [], front_end
+        for named in ("app/gen/warm.py", "app/gen"):
+            assert _reported(_without_cache_env(*front_end, named, cwd=tmp_path)) == [], (front_end, named)
+    # svc's own settings do not force; on the command line (as the pre-commit hooks give it) it holds for
+    # every project, and svc is one the project around excludes
+    forced = _without_cache_env("lints", "--format", "concise", "--force-exclude", "svc/warm.py", cwd=tmp_path)
+    assert forced.returncode == 0 and _reported(forced) == [], forced.stdout
