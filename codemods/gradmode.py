@@ -59,8 +59,10 @@ def _project_findings(root: Path, paths: List[str], settings: CommandSettings = 
         # libcst hands over every file it found: a project with a marker is walked instead, so that
         # its `exclude` keeps out what it names (files named are linted whatever it says)
         project = locator.marked_root(group[0])
-        if project is not None and locator.excluded_by_the_project_around(project):
-            continue
+        here = os.path.abspath(os.curdir)
+        if project is not None and locator.excluded_by_the_project_around(project) \
+                and not (here == project or here.startswith(os.path.join(project, ""))):
+            continue  # the project around leaves it out (run from inside it, it is what the user works on)
         try:
             own = settings.for_project(project or os.path.dirname(os.path.abspath(group[0])))
         except ConfigError as exc:  # that project's files are left as they are, and fail with it

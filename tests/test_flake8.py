@@ -535,6 +535,10 @@ def test_libcst_command_leaves_a_project_the_project_around_it_excludes(tmp_path
     assert libcst.returncode == 0, libcst
     assert (tmp_path / "vendor" / "w.py").read_text() == WARM_LOOSE
     assert _reported(_without_cache_env("lints", "--format", "concise", ".", cwd=tmp_path)) == []
+    inside = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
+                                "codemods.gradmode.FixInferenceMode", ".", cwd=tmp_path / "vendor")
+    assert inside.returncode == 0, inside  # run from inside it, it is the project worked on: as the CLI
+    assert "inference_mode" not in (tmp_path / "vendor" / "w.py").read_text()
 
 
 def test_a_huge_pyproject_below_the_folder_given_is_not_parsed(tmp_path):
