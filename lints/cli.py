@@ -212,8 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with PATH `-`: the file name the text read from stdin stands for")
     parser.add_argument("--fix", action="store_true", help="apply the safe fixes (runs `python -m lints.codemod`)")
     parser.add_argument("--diff", action="store_true",
-                        help="print the safe fixes as a unified diff and write nothing (exit 1 if any)")
-    parser.add_argument("--unsafe-fixes", action="store_true", help="with --fix: also apply the fixes marked unsafe")
+                        help="print the safe fixes as a unified diff and write nothing (exit 1 if a file would "
+                             "change; the findings left are not reported)")
+    parser.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff: also the fixes marked unsafe")
     parser.add_argument("--add-noqa", action="store_true",
                         help="append `# noqa: CODE` to every line with a finding (adopting the tool on old code)")
     parser.add_argument("--baseline", type=Path, metavar="FILE",
@@ -289,8 +290,8 @@ def _fix(args: argparse.Namespace) -> int:
         argv.append("--quiet")
     if args.unsafe_fixes:
         argv.append("--unsafe-fixes")
-    if args.diff:
-        argv.append("--diff")
+    if args.diff:  # as ruff's check --diff: the fixes only; exit 1 when a file would change
+        argv += ["--diff", "--fix-only"]
     if args.no_cache:
         argv.append("--no-cache")
     if args.cache_dir is not None:

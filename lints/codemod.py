@@ -459,6 +459,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--style", choices=STYLES, default="remove",
                         help="remove: drop the inference_mode wrapper (upstream fix); no_grad: use torch.no_grad()")
     parser.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes marked unsafe")
+    parser.add_argument("--fix-only", action="store_true",
+                        help="say nothing of the findings left and do not exit 1 for them (as ruff's --fix-only)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no remaining findings or summary")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="default .gradmode_cache in the project root (or $GRADMODE_CACHE_DIR)")
@@ -632,7 +634,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             sys.stdout.flush()  # the file's own bytes: not through the text layer's encoding
             sys.stdout.buffer.write(outcome.diff)
             sys.stdout.buffer.flush()
-    if not args.quiet and remaining:
+    if not args.quiet and remaining and not args.fix_only:
         sys.stdout.write(render_text(remaining))
     for outcome in outcomes if not args.quiet else ():  # the linter called them fixable: say why not
         for f in outcome.refused:
@@ -649,7 +651,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         return EXIT_ERROR
     if not options.write and changed:  # --check / --diff: the findings are still in the files
         return EXIT_FINDINGS
-    return EXIT_FINDINGS if remaining else EXIT_CLEAN
+    return EXIT_FINDINGS if remaining and not args.fix_only else EXIT_CLEAN
 
 
 if __name__ == "__main__":

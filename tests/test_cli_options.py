@@ -120,6 +120,13 @@ def test_fix_takes_the_shared_options_as_parsed_and_refuses_report_options(tmp_p
     assert forced.returncode == 0 and "inference_mode" in (root / "eng" / "warm.py").read_text(), forced
     diff = run_script("gradmode-lint", "--diff", "eng/warm.py", cwd=root)  # as ruff's check --diff
     assert diff.returncode == 1 and "-    with torch.inference_mode():" in diff.stdout, diff
+    assert "GM101" not in diff.stdout  # the fixes only: the diff can be piped to `git apply`
+    (root / "eng" / "late.py").write_text("import torch\n"
+                                          "def kernel_warmup(m):\n    prime(m)\n"
+                                          "def run(m):\n    with torch.inference_mode():\n        kernel_warmup(m)\n"
+                                          "        print(m)\n")
+    nothing = run_script("gradmode-lint", "--diff", "eng/late.py", cwd=root)  # only an unsafe fix: no diff
+    assert nothing.returncode == 0 and nothing.stdout == "", nothing
     assert "inference_mode" in (root / "eng" / "warm.py").read_text()
     fixed = run_script("gradmode-lint", "--fix", "--format=concise", "--select", "GM1", "--no-force-exclude",
                        "eng/warm.py", cwd=root)
