@@ -214,7 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--diff", action="store_true",
                         help="print the safe fixes as a unified diff and write nothing (exit 1 if a file would "
                              "change; the findings left are not reported)")
-    parser.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff: also the fixes marked unsafe")
+    parser.add_argument("--unsafe-fixes", action="store_true",
+                        help="with --fix or --diff: also the fixes marked unsafe")
     parser.add_argument("--add-noqa", action="store_true",
                         help="append `# noqa: CODE` to every line with a finding (adopting the tool on old code)")
     parser.add_argument("--baseline", type=Path, metavar="FILE",

@@ -113,11 +113,30 @@ class ProjectLocator:
                 or self.excluded_by_the_project_around(outer))
         return self._excluded[project]
 
+    def walk_reaches(self, project: str, start: str) -> bool:
+        """Whether the walk of a folder ``start`` above ``project`` (one with settings of its own) reaches
+        it: no folder on the way is excluded by the settings of the project around it."""
+        try:
+            around = load_config(start=Path(os.path.dirname(project)))[0]
+        except ConfigError:
+            return True  # that project reports its own error
+        return not excluded_below(project, start, around.exclude, around.root)
+
     def marked_root(self, path: str) -> Optional[str]:
         """The root a path in a project with a marker is analysed from (``outermost``); None for a
         path outside any such project."""
         root, inside = self.locate(path)
         return self.outermost(root) if inside and not package_only(root) else None
+
+
+def excluded_from_here(path: str, locator: ProjectLocator) -> bool:
+    """force-exclude: whether ``path`` is in a project with settings of its own that the project around
+    excludes, run from outside it (run from inside it, it is the project worked on, as a submodule's own
+    pre-commit run is)."""
+    project = locator.marked_root(path)
+    here = os.path.abspath(os.curdir)
+    return (project is not None and has_own_settings(project) and locator.excluded_by_the_project_around(project)
+            and not (here == project or here.startswith(os.path.join(project, ""))))
 
 
 def has_own_settings(folder: str, names: Optional[list[str]] = None) -> bool:
@@ -830,8 +849,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                                                                  config.root)]
     locator = ProjectLocator()
     found, in_project = locator.locate(paths[0] if paths else ".")
-    if config.force_exclude and in_project and has_own_settings(found) \
-            and locator.excluded_by_the_project_around(found):
+    if config.force_exclude and requested and excluded_from_here(requested[0], locator):
         requested = []  # a project with its own settings that the project around excludes: all of it
     loose, whole, members = False, True, None
     if not alone and paths and (not in_project or package_only(found)):

@@ -116,7 +116,8 @@ def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
 
 
 def _excluded(name: str, full: str, exclude: tuple[str, ...], anchor: str) -> bool:
-    return path_match(name, exclude) is not None or path_match(relative_to(full, anchor), exclude) is not None
+    return path_match(relative_to(full, anchor), exclude) is not None or path_match(
+        name, tuple(p for p in exclude if "/" not in p)) is not None  # `./build` is no name: the top one only
 
 
 def excluded_below(path: str, root: str, exclude: Iterable[str], anchor: str = "") -> bool:

@@ -219,7 +219,7 @@ class GradModeChecker:
         the CLI does with pre-commit's file lists; other files are grouped as the CLI groups them. The
         key is "" for a file no analysis reports on: one in a project with settings of its own that
         the walk of the project around it excludes."""
-        from .engine import has_own_settings, package_only
+        from .engine import excluded_from_here, has_own_settings, package_only
 
         root, in_project = cls._located(filename)
         marked = in_project and not package_only(root)
@@ -231,9 +231,8 @@ class GradModeChecker:
         if marked and not own_settings and any(root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
             marked = False  # a folder given outside any project holds this one: analysed with it, as in the CLI
         if own_settings and cls._locator.excluded_by_the_project_around(walk_root) and (
-                cls._force_exclude(root) or not any(
-                    os.path.abspath(p) == walk_root or os.path.abspath(p).startswith(os.path.join(walk_root, ""))
-                    for p in cls._given())):
+                excluded_from_here(walk_root, cls._locator) if cls._force_exclude(root)
+                else not any(cls._reaches(p, walk_root) for p in cls._given())):
             # the walk of the project around leaves it out, as in the CLI (unless it is what flake8 was given)
             return "", walk_root, root, False
         if marked:
@@ -245,6 +244,15 @@ class GradModeChecker:
     def _given(cls) -> list[str]:
         """What flake8 was asked to lint: the paths named, the file on stdin, else flake8's own ``.``."""
         return [*cls._named, *([cls._stdin_name] if cls._stdin_name else [])] or ["."]
+
+    @classmethod
+    def _reaches(cls, given: str, project: str) -> bool:
+        """Whether a path given is in ``project``, or a folder above it whose walk reaches it (as the CLI walks)."""
+        path = os.path.abspath(given)
+        if path == project or path.startswith(os.path.join(project, "")):
+            return True
+        return os.path.isdir(path) and project.startswith(os.path.join(path, "")) \
+            and cls._locator.walk_reaches(project, path)
 
     @classmethod
     def _force_exclude(cls, start: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Optional
 @functools.lru_cache(maxsize=256)
 def _compiled(patterns: tuple[str, ...], for_paths: bool) -> "re.Pattern[str]":
     if for_paths:  # normcase after adding `*/`: on Windows it is `*\`, as the path's separators
-        forms = [os.path.normcase(form) for p in map(_path_form, patterns) for form in (p, f"*/{p}")]
+        forms = [os.path.normcase(form) for p in patterns for form in _path_forms(p)]
     else:
         forms = [p.lower() for p in patterns]
     return re.compile("|".join(f"(?:{fnmatch.translate(form)})" for form in forms) or r"(?!)")
@@ -31,19 +31,20 @@ def name_match(name: str, patterns: tuple[str, ...]) -> Optional[str]:
 
 
 def path_match(path: str, patterns: tuple[str, ...]) -> Optional[str]:
-    """The first of ``patterns`` that ``path`` (parts joined by ``/``) matches, whole or as a tail;
-    None when none does."""
+    """The first of ``patterns`` that ``path`` (parts joined by ``/``) matches, whole or as a tail (a
+    pattern starting ``./`` only whole: ``./build`` is the folder at the top, as in ruff); None when none does."""
     if not _compiled(tuple(patterns), True).match(os.path.normcase(path)):
         return None
-    return next(p for p in patterns
-                if fnmatch.fnmatch(path, _path_form(p)) or fnmatch.fnmatch(path, f"*/{_path_form(p)}"))
+    return next(p for p in patterns if any(fnmatch.fnmatch(path, form) for form in _path_forms(p)))
 
 
-def _path_form(pattern: str) -> str:
-    """``./pkg/gen`` is ``pkg/gen``: paths are matched without a leading ``./``, as ruff's patterns are."""
+def _path_forms(pattern: str) -> tuple[str, ...]:
+    """What a path pattern matches: ``pkg/gen`` and any ``*/pkg/gen``; ``./pkg/gen`` only ``pkg/gen``."""
+    if not pattern.startswith("./"):
+        return pattern, f"*/{pattern}"
     while pattern.startswith("./"):
         pattern = pattern[2:]
-    return pattern
+    return (pattern,)
 
 
 def relative_to(path: str, root: str) -> str:

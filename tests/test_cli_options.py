@@ -154,13 +154,17 @@ def test_per_file_ignores(tmp_path):
 def test_path_settings_count_from_the_configuration_folder_whatever_the_cwd(tmp_path):
     """exclude, per-file-ignores and module-globs name paths from the pyproject.toml's folder, as in ruff:
     run from a subfolder, on a file, on an absolute path, or fixed, the result is the same."""
-    root = _project(tmp_path, '[tool.gradmode]\nextend-exclude = ["./eng/gen"]\nmodule-globs = ["eng/boot.py"]\n'
+    root = _project(tmp_path, '[tool.gradmode]\nextend-exclude = ["./eng/gen", "./build"]\n'
+                              'module-globs = ["eng/boot.py"]\n'
                               '[tool.gradmode.per-file-ignores]\n"eng/other.py" = ["GM101"]\n"repo/*" = ["GM1"]\n')
     (root / "eng" / "gen").mkdir()
     (root / "eng" / "gen" / "made.py").write_text(WARM)
+    for build in (root / "build", root / "eng" / "build"):  # `./build` is the one at the top only
+        build.mkdir()
+        (build / "step.py").write_text(WARM)
     (root / "eng" / "boot.py").write_text("import torch\ndef load(m):\n    with torch.inference_mode():\n        m()\n")
     eng = root / "eng"
-    expected = {"eng/warm.py", "eng/boot.py"}  # a glob reaching above the folder (`repo/*`) matches nothing
+    expected = {"eng/warm.py", "eng/boot.py", "eng/build/step.py"}  # `repo/*`, reaching above, matches nothing
     for cwd, args in ((root, ["."]), (eng, ["."]), (eng, [str(eng)]), (tmp_path, [str(root)])):
         proc = run_script("gradmode-lint", *args, "--format", "json", "--no-cache", cwd=cwd)
         found = {os.path.relpath(os.path.join(cwd, f["path"]), root).replace(os.sep, "/")

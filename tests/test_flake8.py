@@ -683,3 +683,20 @@ def test_flake8_lints_what_it_is_given_as_the_cli_does(tmp_path):
     # every project, and svc is one the project around excludes
     forced = _without_cache_env("lints", "--format", "concise", "--force-exclude", "svc/warm.py", cwd=tmp_path)
     assert forced.returncode == 0 and _reported(forced) == [], forced.stdout
+
+
+def test_a_nested_project_the_project_around_excludes_across_front_ends(tmp_path):
+    """vendor/ is excluded by the repository; vendor/svc has settings of its own (and a packaging-only
+    pyproject.toml below it). A folder given above it whose walk reaches it lints it; --force-exclude
+    leaves it out from the repository, whichever of its files comes first, and lints it from inside it."""
+    _tree(tmp_path, {".git/x": "", "pyproject.toml": '[tool.gradmode]\nexclude = ["vendor"]\n',
+                     "vendor/loose.py": WARM_LOOSE, "vendor/svc/pyproject.toml": "[tool.gradmode]\n",
+                     "vendor/svc/warm.py": WARM_LOOSE, "vendor/svc/plugins/foo/pyproject.toml": "[project]\nname='f'\n",
+                     "vendor/svc/plugins/foo/w.py": WARM_LOOSE})
+    everything = ["vendor/loose.py", "vendor/svc/plugins/foo/w.py", "vendor/svc/warm.py"]
+    for front_end in (["lints", "--format", "concise"], ["flake8", "--select", "GM"]):
+        assert _reported(_without_cache_env(*front_end, "vendor", cwd=tmp_path)) == everything, front_end
+    forced = ["lints", "--format", "concise", "--force-exclude"]
+    assert _reported(_without_cache_env(*forced, *everything[1:], cwd=tmp_path)) == []
+    inside = _without_cache_env(*forced, ".", cwd=tmp_path / "vendor" / "svc")
+    assert _reported(inside) == ["plugins/foo/w.py", "warm.py"], inside.stdout
