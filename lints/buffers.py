@@ -17,10 +17,10 @@ from typing import NamedTuple, Optional
 from . import names
 from .callgraph import CallGraph
 from .project import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL, Project
-from .regions import Regions
+from .regions import INFERENCE, INFERENCE_OFF, PARAM_MODE, Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
                       C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE,
-                      R_VALUE, R_WITH, R_YIELD, callee_leaf, method_call)
+                      R_VALUE, R_WITH, R_YIELD, W_PARENT, callee_leaf, method_call)
 
 
 class BufferKey(NamedTuple):
@@ -374,7 +374,7 @@ class Buffers:
             # as the update is, nothing between them indented less
             if (fact[A_TARGET] == ["n", name] and fact[A_OP] is None and where < (mutation.line, mutation.col)
                     and fact[A_COL] == mutation.col and (fact[A_GUARD] < 0 or fact[A_GUARD] in chain)
-                    and fact[A_WITH] == mutation.with_index
+                    and self._mode_kept(fid, fn, fact[A_WITH], mutation.with_index)
                     and all(first <= mutation.line <= last for first, last in fn["blocks"]
                             if first <= fact[A_LINE] <= last)
                     and self._fresh_tensor(fid, fact[A_VALUE])
@@ -388,11 +388,30 @@ class Buffers:
             return None
         return found
 
+    def _mode_kept(self, fid: str, fn: dict, copy_with: int, update_with: int) -> bool:
+        """Whether the copy is no inference tensor the update cannot write: no with around the copy but not
+        the update may enter inference mode (or a mode a caller chooses), and none around the update but
+        not the copy leaves it (a lock, a stream, ``torch.no_grad()`` are fine)."""
+        def chain(index: int) -> list[int]:
+            out = []
+            while index >= 0:
+                out.append(index)
+                index = fn["withs"][index][W_PARENT]
+            return out
+
+        around_copy, around_update = chain(copy_with), chain(update_with)
+        for index in around_copy:
+            if index not in around_update and any(m.mode in (INFERENCE, PARAM_MODE)
+                                                  for modes in self.regions.with_modes(fid, index) for m in modes):
+                return False
+        return not any(m.mode == INFERENCE_OFF for index in around_update if index not in around_copy
+                       for modes in self.regions.with_modes(fid, index) for m in modes)
+
     def _fresh_tensor(self, fid: str, value: list) -> bool:
         """Whether ``value`` is always a new object that holds no buffer: an operator's result (the
         summary's ``["f"]``), a copy (``b.clone()``, ``torch.roll(b, 1)``, ``torch.cat(...)``) or a
         factory's tensor; not ``b.detach()``, ``b.reshape(...)``, ``b.to(...)`` (they may share ``b``),
-        nor a method of that name that a class of the project defines (``ring.roll(4)``)."""
+        nor a method of ours of a copy's name that hands out a buffer (``ring.roll(4)``)."""
         if value == ["f"]:
             return True
         if value[0] != "c":
@@ -405,7 +424,9 @@ class Buffers:
             if symbol is None or symbol.kind in (FUNC, CLASS, EXTERNAL):
                 return False  # a function of the project, or another library's: not known to copy
         receiver, method = method_call(func)
-        return receiver is not None and method in names.FRESH_TENSOR_METHODS and not self.project.methods_named(method)
+        # a method of ours of that name (`ring.roll()`) counts only where none of them hands out a buffer
+        return receiver is not None and method in names.FRESH_TENSOR_METHODS and not any(
+            self.returned(target) for target in self.project.methods_named(method))
 
     def _is_kernel(self, fid: str) -> bool:
         return any(names.is_kernel_decorator(target) for target in self._decorators(fid))

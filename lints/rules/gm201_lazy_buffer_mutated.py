@@ -182,6 +182,32 @@ class LazyBufferMutatedInPlace(Rule):
         "        h = self.history\n"
         "        h = h.repeat(2, 1)\n"
         "        h.zero_()\n",
+        # the same beside a project class with a `clone()` of its own, across sibling withs that switch no
+        # inference mode on, and from a try body to its else (torch: none raises)
+        "import threading, torch\n"
+        "class Params:\n"
+        "    def clone(self):\n"
+        "        return Params()\n"
+        "class Sched:\n"
+        "    def forward(self, n, i, v):\n"
+        "        if self.a is None:\n"
+        "            self.a = torch.zeros(n)\n"
+        "        if self.b is None:\n"
+        "            self.b = torch.zeros(n)\n"
+        "        if self.c is None:\n"
+        "            self.c = torch.zeros(n)\n"
+        "        self.a = self.a.clone()\n"
+        "        self.a[i] = v\n"
+        "        with self.lock:\n"
+        "            self.b = torch.roll(self.b, 1)\n"
+        "        with torch.no_grad():\n"
+        "            self.b[i] = v\n"
+        "        try:\n"
+        "            self.c = self.c.clone()\n"
+        "        except RuntimeError:\n"
+        "            pass\n"
+        "        else:\n"
+        "            self.c[i] = v\n",
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
