@@ -20,6 +20,7 @@ from libcst.metadata import BatchableMetadataProvider
 from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere
 from lints.options import Config, ConfigError, check_codes, default_cache_dir, load_config, split_codes
 from lints.engine import ProjectLocator, finding_from_dict, lint_project, project_groups
+from lints.files import excluded_below
 from lints.fixer import STYLES, apply_fixes, plans_for
 
 _NOTHING = ((), None, "")
@@ -55,14 +56,15 @@ def _project_findings(root: Path, paths: List[str], settings: CommandSettings = 
     imported: dict = {}
     broken: dict[str, str] = {}  # given path -> why its project's settings cannot be read
     locator = ProjectLocator()
+    # libcst hands over the files it found, not the paths it was given: what they share stands for those
+    given = os.path.commonpath([os.path.abspath(os.path.join(root, p)) for p in paths]) if paths else ""
     for group in project_groups([os.path.join(root, p) for p in paths], locator):
-        # libcst hands over every file it found: a project with a marker is walked instead, so that
-        # its `exclude` keeps out what it names (files named are linted whatever it says)
+        # a project with a marker is walked instead, so that its `exclude` keeps out what it names
         project = locator.marked_root(group[0])
-        here = os.path.abspath(os.curdir)
         if project is not None and locator.excluded_by_the_project_around(project) \
-                and not (here == project or here.startswith(os.path.join(project, ""))):
-            continue  # the project around leaves it out (run from inside it, it is what the user works on)
+                and not (given == project or given.startswith(os.path.join(project, ""))
+                         or project.startswith(os.path.join(given, "")) and locator.walk_reaches(project, given)):
+            continue  # the project around leaves it out (given inside it, or above it by a walk that reaches it)
         try:
             own = settings.for_project(project or os.path.dirname(os.path.abspath(group[0])))
         except ConfigError as exc:  # that project's files are left as they are, and fail with it
@@ -71,7 +73,11 @@ def _project_findings(root: Path, paths: List[str], settings: CommandSettings = 
                 if given is not None:
                     broken[given] = str(exc)
             continue
-        run = lint_project([project] if project is not None else group, own, cache_dir=default_cache_dir())
+        # what it was given, where the project's exclude keeps the walk out, is linted, as by the CLI
+        named = [p for p in group if given and (os.path.abspath(p) == given or os.path.abspath(p).startswith(
+            os.path.join(given, "")))] if project is not None and given and excluded_below(
+                given, project, own.exclude, own.root) else []
+        run = lint_project([project, *named] if project is not None else group, own, cache_dir=default_cache_dir())
         if any(f.fixes for f in run.findings):
             imported.update(names_imported_elsewhere(run, own))
         for finding in run.findings:

@@ -535,10 +535,25 @@ def test_libcst_command_leaves_a_project_the_project_around_it_excludes(tmp_path
     assert libcst.returncode == 0, libcst
     assert (tmp_path / "vendor" / "w.py").read_text() == WARM_LOOSE
     assert _reported(_without_cache_env("lints", "--format", "concise", ".", cwd=tmp_path)) == []
-    inside = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
-                                "codemods.gradmode.FixInferenceMode", ".", cwd=tmp_path / "vendor")
-    assert inside.returncode == 0, inside  # run from inside it, it is the project worked on: as the CLI
+    command = ["libcst.tool", "codemod", "-x", "--no-format", "-j1", "codemods.gradmode.FixInferenceMode"]
+    above = _without_cache_env(*command, "..", cwd=tmp_path / "vendor")  # from inside, the whole repository
+    assert above.returncode == 0 and (tmp_path / "vendor" / "w.py").read_text() == WARM_LOOSE, above
+    named = _without_cache_env(*command, "vendor", cwd=tmp_path)  # given: as the CLI, it is fixed
+    assert named.returncode == 0, named
     assert "inference_mode" not in (tmp_path / "vendor" / "w.py").read_text()
+
+
+def test_libcst_command_fixes_a_file_given_that_exclude_matches(tmp_path):
+    _tree(tmp_path, {".git/x": "", "pyproject.toml": '[tool.gradmode]\nexclude = ["gen"]\n', "gen/g.py": WARM_LOOSE,
+                     "w.py": WARM_LOOSE})
+    command = ["libcst.tool", "codemod", "-x", "--no-format", "-j1", "codemods.gradmode.FixInferenceMode"]
+    walked = _without_cache_env(*command, ".", cwd=tmp_path)
+    assert walked.returncode == 0 and (tmp_path / "gen" / "g.py").read_text() == WARM_LOOSE, walked
+    assert "inference_mode" not in (tmp_path / "w.py").read_text()
+    for given, cwd in (("gen/g.py", tmp_path), (".", tmp_path / "gen")):  # as the CLI and gradmode-fix do
+        (tmp_path / "gen" / "g.py").write_text(WARM_LOOSE)
+        fixed = _without_cache_env(*command, given, cwd=cwd)
+        assert fixed.returncode == 0 and "inference_mode" not in (tmp_path / "gen" / "g.py").read_text(), fixed
 
 
 def test_a_huge_pyproject_below_the_folder_given_is_not_parsed(tmp_path):
