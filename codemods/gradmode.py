@@ -57,13 +57,13 @@ def _project_findings(root: Path, paths: List[str], settings: CommandSettings = 
     broken: dict[str, str] = {}  # given path -> why its project's settings cannot be read
     locator = ProjectLocator()
     # libcst hands over the files it found, not the paths it was given: what they share stands for those
-    given = os.path.commonpath([os.path.abspath(os.path.join(root, p)) for p in paths]) if paths else ""
+    shared = os.path.commonpath([os.path.abspath(os.path.join(root, p)) for p in paths]) if paths else ""
     for group in project_groups([os.path.join(root, p) for p in paths], locator):
         # a project with a marker is walked instead, so that its `exclude` keeps out what it names
         project = locator.marked_root(group[0])
         if project is not None and locator.excluded_by_the_project_around(project) \
-                and not (given == project or given.startswith(os.path.join(project, ""))
-                         or project.startswith(os.path.join(given, "")) and locator.walk_reaches(project, given)):
+                and not (shared == project or shared.startswith(os.path.join(project, ""))
+                         or project.startswith(os.path.join(shared, "")) and locator.walk_reaches(project, shared)):
             continue  # the project around leaves it out (given inside it, or above it by a walk that reaches it)
         try:
             own = settings.for_project(project or os.path.dirname(os.path.abspath(group[0])))
@@ -74,9 +74,9 @@ def _project_findings(root: Path, paths: List[str], settings: CommandSettings = 
                     broken[given] = str(exc)
             continue
         # what it was given, where the project's exclude keeps the walk out, is linted, as by the CLI
-        named = [p for p in group if given and (os.path.abspath(p) == given or os.path.abspath(p).startswith(
-            os.path.join(given, "")))] if project is not None and given and excluded_below(
-                given, project, own.exclude, own.root) else []
+        named = [p for p in group if os.path.abspath(p) == shared or os.path.abspath(p).startswith(
+            os.path.join(shared, ""))] if project is not None and shared and excluded_below(
+                shared, project, own.exclude, own.root) else []
         run = lint_project([project, *named] if project is not None else group, own, cache_dir=default_cache_dir())
         if any(f.fixes for f in run.findings):
             imported.update(names_imported_elsewhere(run, own))

@@ -17,7 +17,7 @@ from typing import NamedTuple, Optional
 from . import names
 from .callgraph import CallGraph
 from .project import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL, Project
-from .regions import INFERENCE, INFERENCE_OFF, PARAM_MODE, Regions
+from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD, Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
                       C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE,
                       R_VALUE, R_WITH, R_YIELD, W_PARENT, callee_leaf, method_call)
@@ -389,9 +389,9 @@ class Buffers:
         return found
 
     def _mode_kept(self, fid: str, fn: dict, copy_with: int, update_with: int) -> bool:
-        """Whether the copy is no inference tensor the update cannot write: no with around the copy but not
-        the update may enter inference mode (or a mode a caller chooses), and none around the update but
-        not the copy leaves it (a lock, a stream, ``torch.no_grad()`` are fine)."""
+        """Whether the copy is no inference tensor the update cannot write: each with around the copy but
+        not the update is known to keep inference mode off (``torch.no_grad()``; not a lock or a stream,
+        which may be anything), and none around the update but not the copy leaves it."""
         def chain(index: int) -> list[int]:
             out = []
             while index >= 0:
@@ -400,9 +400,10 @@ class Buffers:
             return out
 
         around_copy, around_update = chain(copy_with), chain(update_with)
-        for index in around_copy:
-            if index not in around_update and any(m.mode in (INFERENCE, PARAM_MODE)
-                                                  for modes in self.regions.with_modes(fid, index) for m in modes):
+        for index in around_copy:  # each item known to keep inference mode off (a lock may be anything)
+            if index not in around_update and not all(
+                    modes and all(m.mode in (NO_GRAD, ENABLE_GRAD, INFERENCE_OFF) for m in modes)
+                    for modes in self.regions.with_modes(fid, index)):
                 return False
         return not any(m.mode == INFERENCE_OFF for index in around_update if index not in around_copy
                        for modes in self.regions.with_modes(fid, index) for m in modes)

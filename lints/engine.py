@@ -115,11 +115,17 @@ class ProjectLocator:
 
     def walk_reaches(self, project: str, start: str) -> bool:
         """Whether the walk of a folder ``start`` above ``project`` (one with settings of its own) reaches
-        it: no folder on the way is excluded by the settings of the project around it."""
+        it: no folder on the way is excluded by the settings of the project around it, nor, where
+        ``start`` is above that project too, by the settings of the projects around that one."""
+        parent = os.path.dirname(project)
+        outer = self.marked_root(parent) if parent != project else None
         try:
-            around = load_config(start=Path(os.path.dirname(project)))[0]
+            around = load_config(start=Path(parent))[0]
         except ConfigError:
             return True  # that project reports its own error
+        if outer is not None and outer != start and outer.startswith(os.path.join(start, "")):
+            return self.walk_reaches(outer, start) and not excluded_below(project, outer, around.exclude,
+                                                                          around.root)
         return not excluded_below(project, start, around.exclude, around.root)
 
     def marked_root(self, path: str) -> Optional[str]:
@@ -131,12 +137,13 @@ class ProjectLocator:
 
 def excluded_from_here(path: str, locator: ProjectLocator) -> bool:
     """force-exclude: whether ``path`` is in a project with settings of its own that the project around
-    excludes, run from outside it (run from inside it, it is the project worked on, as a submodule's own
-    pre-commit run is)."""
+    excludes, run from where a walk does not reach it (run from inside it, or from a folder whose walk
+    reaches it, it is the project worked on, as a submodule's own pre-commit run is)."""
     project = locator.marked_root(path)
     here = os.path.abspath(os.curdir)
     return (project is not None and has_own_settings(project) and locator.excluded_by_the_project_around(project)
-            and not (here == project or here.startswith(os.path.join(project, ""))))
+            and not (here == project or here.startswith(os.path.join(project, ""))
+                     or project.startswith(os.path.join(here, "")) and locator.walk_reaches(project, here)))
 
 
 def has_own_settings(folder: str, names: Optional[list[str]] = None) -> bool:

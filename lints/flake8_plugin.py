@@ -231,8 +231,8 @@ class GradModeChecker:
         if marked and not own_settings and any(root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
             marked = False  # a folder given outside any project holds this one: analysed with it, as in the CLI
         if own_settings and cls._locator.excluded_by_the_project_around(walk_root) and (
-                excluded_from_here(walk_root, cls._locator) if cls._force_exclude(root)
-                else not any(cls._reaches(p, walk_root) for p in cls._given())):
+                not any(cls._reaches(p, walk_root) for p in cls._given())
+                or cls._force_exclude(root) and excluded_from_here(walk_root, cls._locator)):
             # the walk of the project around leaves it out, as in the CLI (unless it is what flake8 was given)
             return "", walk_root, root, False
         if marked:

@@ -48,10 +48,9 @@ def _path_forms(pattern: str) -> tuple[str, ...]:
 
 
 def relative_to(path: str, root: str) -> str:
-    """``path`` as path globs match it: counted from the folder ``root`` when it lies below it ("": as
-    given), parts joined by ``/``."""
-    if root:
-        inside = os.path.relpath(os.path.abspath(path), root)
-        if inside != os.pardir and not inside.startswith(os.pardir + os.sep):
-            path = inside
+    """``path`` as path globs match it: counted from the folder ``root`` (with no settings file, "": the
+    current folder) when it lies below it, else as given; parts joined by ``/``."""
+    inside = os.path.relpath(os.path.abspath(path), root or os.curdir)
+    if inside != os.pardir and not inside.startswith(os.pardir + os.sep):
+        path = inside
     return path.replace(os.sep, "/").replace("\\", "/")

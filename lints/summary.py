@@ -53,9 +53,9 @@ I_EXPR, I_LINE, I_COL, I_AS = range(4)
 G_NAMES, G_PARENT, G_ORELSE, G_LINE = range(4)
 # decorator: [expr, line, col]
 D_EXPR, D_LINE, D_COL = range(3)
-# A function's "blocks": [first line, last line] of each body of a loop, a try (with its else; its
-# handlers, else and finally), and a match case, which may run without the code before or after it
-# (if-branches are guards and with-bodies are withs).
+# A function's "blocks": [first line, last line] of each body of a loop, a try (its handlers, else and
+# finally too) and a match case, which may run without the code before or after it (if-branches are
+# guards and with-bodies are withs).
 # A function's "notable": the indices of its calls whose callee's name ends in a word of
 # ``names.NOTABLE_CALL_LEAVES`` (``f().new_empty(...)`` included), in order.
 
@@ -379,9 +379,7 @@ class _Summarizer:
             self.block(stmt.body, scope)
             self.block(stmt.orelse, scope)
         elif kind is ast.Try or kind is getattr(ast, "TryStar", None):
-            # the else runs only after the whole body: one block with it
-            scope.data["blocks"].append([stmt.body[0].lineno, (stmt.orelse or stmt.body)[-1].end_lineno])
-            self.body(stmt.body, scope)
+            self.block(stmt.body, scope)
             for handler in stmt.handlers:
                 self.block(handler.body, scope)
             self.block(stmt.orelse, scope)

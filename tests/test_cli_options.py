@@ -175,6 +175,19 @@ def test_path_settings_count_from_the_configuration_folder_whatever_the_cwd(tmp_
     assert "made.py" in diff.stdout  # named on the command line: linted and fixed though excluded, as in ruff
 
 
+def test_an_anchored_exclude_on_the_command_line_without_settings(tmp_path):
+    """No [tool.gradmode]: `--exclude ./build` is the build folder of the current one, not src/build."""
+    for folder in ("build", "src/build"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "w.py").write_text(WARM)
+    for args in (["."], [str(tmp_path)]):
+        proc = run_script("gradmode-lint", *args, "--exclude", "./build", "--format", "json", "--no-cache",
+                          cwd=tmp_path)
+        found = {os.path.relpath(os.path.join(tmp_path, f["path"]), tmp_path)
+                 for f in json.loads(proc.stdout)["findings"]}
+        assert found == {os.path.join("src", "build", "w.py")}, (args, proc.stdout)
+
+
 def test_a_package_through_a_symbolic_link_takes_the_settings_above_the_link(tmp_path):
     """As flake8 and ruff: the folder a path is given in decides the settings, not where a link leads."""
     shared = write_package(tmp_path / "shared", {"lib/warm.py": WARM.replace("warmup", "prime_kernels")})

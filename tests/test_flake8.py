@@ -715,3 +715,22 @@ def test_a_nested_project_the_project_around_excludes_across_front_ends(tmp_path
     assert _reported(_without_cache_env(*forced, *everything[1:], cwd=tmp_path)) == []
     inside = _without_cache_env(*forced, ".", cwd=tmp_path / "vendor" / "svc")
     assert _reported(inside) == ["plugins/foo/w.py", "warm.py"], inside.stdout
+
+
+def test_projects_two_levels_into_an_excluded_folder_across_front_ends(tmp_path):
+    """third_party/ is excluded; third_party/mid and third_party/mid/svc have settings of their own. A
+    walk from the repository reaches neither (the libcst command crashed on a file outside them); run
+    from inside mid, with --force-exclude as the hooks run, svc is mid's member and is linted."""
+    _tree(tmp_path, {".git/x": "", "pyproject.toml": '[tool.gradmode]\nexclude = ["third_party"]\n',
+                     "app.py": WARM_LOOSE, "third_party/mid/pyproject.toml": "[tool.gradmode]\n",
+                     "third_party/mid/m.py": WARM_LOOSE, "third_party/mid/svc/pyproject.toml": "[tool.gradmode]\n",
+                     "third_party/mid/svc/s.py": WARM_LOOSE})
+    for front_end in (["lints", "--format", "concise"], ["flake8", "--select", "GM"]):
+        assert _reported(_without_cache_env(*front_end, ".", cwd=tmp_path)) == ["app.py"], front_end
+    libcst = _without_cache_env("libcst.tool", "codemod", "-x", "--no-format", "-j1",
+                                "codemods.gradmode.FixInferenceMode", ".", cwd=tmp_path)
+    assert libcst.returncode == 0 and "Traceback" not in libcst.stderr, libcst.stderr
+    assert (tmp_path / "third_party" / "mid" / "svc" / "s.py").read_text() == WARM_LOOSE
+    mid = tmp_path / "third_party" / "mid"
+    hook = _without_cache_env("lints", "--format", "concise", "--force-exclude", "m.py", "svc/s.py", cwd=mid)
+    assert _reported(hook) == ["m.py", "svc/s.py"], hook.stdout

@@ -118,7 +118,21 @@ class LazyBufferMutatedInPlace(Rule):
         "        st = self\n"
         "        st.e = st.e.clone()\n"
         "        st = other\n"
-        "        st.e[i] = v\n",
+        "        st.e[i] = v\n"
+        "        if self.f is None:\n"
+        "            self.f = torch.zeros(n)  # expect: GM201:13\n"
+        "        with torch.inference_mode(self.flag):\n"
+        "            self.f = self.f.clone()\n"
+        "        with self.lock:\n"
+        "            self.f[i] = v\n"
+        "        if self.g is None:\n"
+        "            self.g = torch.zeros(n)  # expect: GM201:13\n"
+        "        try:\n"
+        "            self.g = self.g.clone()\n"
+        "        except RuntimeError:\n"
+        "            self.g[i] = v\n"
+        "        else:\n"
+        "            pass\n",
     )
     VALID = (
         "import torch\n"
@@ -182,8 +196,8 @@ class LazyBufferMutatedInPlace(Rule):
         "        h = self.history\n"
         "        h = h.repeat(2, 1)\n"
         "        h.zero_()\n",
-        # the same beside a project class with a `clone()` of its own, across sibling withs that switch no
-        # inference mode on, and from a try body to its else (torch: none raises)
+        # the same beside a project class with a `clone()` of its own, and across sibling withs that are
+        # known to switch no inference mode on (torch: none raises)
         "import threading, torch\n"
         "class Params:\n"
         "    def clone(self):\n"
@@ -194,20 +208,12 @@ class LazyBufferMutatedInPlace(Rule):
         "            self.a = torch.zeros(n)\n"
         "        if self.b is None:\n"
         "            self.b = torch.zeros(n)\n"
-        "        if self.c is None:\n"
-        "            self.c = torch.zeros(n)\n"
         "        self.a = self.a.clone()\n"
         "        self.a[i] = v\n"
-        "        with self.lock:\n"
+        "        with torch.no_grad():\n"
         "            self.b = torch.roll(self.b, 1)\n"
         "        with torch.no_grad():\n"
-        "            self.b[i] = v\n"
-        "        try:\n"
-        "            self.c = self.c.clone()\n"
-        "        except RuntimeError:\n"
-        "            pass\n"
-        "        else:\n"
-        "            self.c[i] = v\n",
+        "            self.b[i] = v\n",
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
