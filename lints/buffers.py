@@ -20,7 +20,7 @@ from .project import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL, Project
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD, Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
                       C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE,
-                      R_VALUE, R_WITH, R_YIELD, W_PARENT, callee_leaf, method_call)
+                      R_VALUE, R_WITH, R_YIELD, I_EXPR, W_ITEMS, W_PARENT, callee_leaf, method_call)
 
 
 class BufferKey(NamedTuple):
@@ -390,8 +390,8 @@ class Buffers:
 
     def _mode_kept(self, fid: str, fn: dict, copy_with: int, update_with: int) -> bool:
         """Whether the copy is no inference tensor the update cannot write: each with around the copy but
-        not the update is known to keep inference mode off (``torch.no_grad()``; not a lock or a stream,
-        which may be anything), and none around the update but not the copy leaves it."""
+        not the update is known to keep inference mode off (``torch.no_grad()``, another context of
+        torch's; not a lock, which may be anything), and none around the update but not the copy leaves it."""
         def chain(index: int) -> list[int]:
             out = []
             while index >= 0:
@@ -402,11 +402,22 @@ class Buffers:
         around_copy, around_update = chain(copy_with), chain(update_with)
         for index in around_copy:  # each item known to keep inference mode off (a lock may be anything)
             if index not in around_update and not all(
-                    modes and all(m.mode in (NO_GRAD, ENABLE_GRAD, INFERENCE_OFF) for m in modes)
-                    for modes in self.regions.with_modes(fid, index)):
+                    all(m.mode in (NO_GRAD, ENABLE_GRAD, INFERENCE_OFF) for m in modes) if modes
+                    else self._torch_context(fid, fn, item[I_EXPR])
+                    for modes, item in zip(self.regions.with_modes(fid, index), fn["withs"][index][W_ITEMS])):
                 return False
         return not any(m.mode == INFERENCE_OFF for index in around_update if index not in around_copy
                        for modes in self.regions.with_modes(fid, index) for m in modes)
+
+    def _torch_context(self, fid: str, fn: dict, expr: list) -> bool:
+        """A context of torch's that is no grad-mode switch (``torch.autocast(...)``, ``torch.cuda.stream(s)``,
+        ``torch.profiler.record_function(...)``): it cannot enter inference mode."""
+        if expr[0] != "c":
+            return False
+        func = fn["calls"][expr[1]][C_FUNC]
+        symbol = self.project.resolve(fid, func[1]) if func[0] == "n" else None
+        return (symbol is not None and symbol.kind == EXTERNAL and symbol.target.startswith("torch.")
+                and symbol.target not in names.GRAD_MODE_CLASSES and symbol.target != names.C_INFERENCE_MODE)
 
     def _fresh_tensor(self, fid: str, value: list) -> bool:
         """Whether ``value`` is always a new object that holds no buffer: an operator's result (the

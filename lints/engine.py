@@ -120,13 +120,16 @@ class ProjectLocator:
         parent = os.path.dirname(project)
         outer = self.marked_root(parent) if parent != project else None
         try:
-            around = load_config(start=Path(parent))[0]
+            around: Optional[Config] = load_config(start=Path(parent))[0]
         except ConfigError:
-            return True  # that project reports its own error
+            around = None  # that project reports its own error; the projects further out still count
+
+        def excluded_from(folder: str) -> bool:
+            return around is not None and excluded_below(project, folder, around.exclude, around.root)
+
         if outer is not None and outer != start and outer.startswith(os.path.join(start, "")):
-            return self.walk_reaches(outer, start) and not excluded_below(project, outer, around.exclude,
-                                                                          around.root)
-        return not excluded_below(project, start, around.exclude, around.root)
+            return self.walk_reaches(outer, start) and not excluded_from(outer)
+        return not excluded_from(start)
 
     def marked_root(self, path: str) -> Optional[str]:
         """The root a path in a project with a marker is analysed from (``outermost``); None for a

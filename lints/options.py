@@ -53,8 +53,8 @@ class Config:
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (path glob, code prefixes), as in ruff
-    # The folder of the pyproject.toml the settings come from: the paths that exclude, per-file-ignores
-    # and module-globs match are counted from it, as in ruff, whatever the cwd ("": as the paths are given).
+    # The folder of the pyproject.toml the settings come from (with none, the current folder): the paths
+    # that exclude, per-file-ignores and module-globs match are counted from it, as in ruff.
     root: str = ""
     force_exclude: bool = False  # exclude applies to paths given too (ruff's force-exclude: for pre-commit)
 
@@ -257,8 +257,8 @@ def check_codes(codes: Iterable[str], where: str) -> None:
 def load_config(pyproject: Optional[Path] = None, start: Optional[Path] = None) -> tuple[Config, Optional[Path]]:
     """Config from ``pyproject`` (or the nearest one above ``start``/cwd)."""
     path = pyproject or find_pyproject(start or Path.cwd())
-    if path is None:
-        return Config(), None
+    if path is None:  # path settings then count from the current folder (and the caches know it)
+        return Config(root=os.path.abspath(os.curdir)), None
     table = _table_of(Path(path)) or {}
     try:
         return config_from_mapping(table).replace(root=os.path.dirname(os.path.abspath(path))), Path(path)

@@ -188,6 +188,18 @@ def test_an_anchored_exclude_on_the_command_line_without_settings(tmp_path):
         assert found == {os.path.join("src", "build", "w.py")}, (args, proc.stdout)
 
 
+def test_with_no_settings_path_options_count_from_the_cwd_and_the_cache_knows_it(tmp_path):
+    (tmp_path / "warm").mkdir()
+    target = tmp_path / "warm" / "w.py"
+    target.write_text("import torch\ndef load(m):\n    with torch.inference_mode():\n        m()\n")
+    cache = tmp_path / "cache"
+    for cwd, found in ((tmp_path, 1), (tmp_path / "warm", 0), (tmp_path, 1)):
+        for where in (["--cache-dir", str(cache)], ["--no-cache"]):
+            proc = run_script("gradmode-lint", str(target), "--module-globs", "warm/*.py", "--format", "json",
+                              *where, cwd=cwd)
+            assert len(json.loads(proc.stdout)["findings"]) == found, (cwd, where, proc.stdout)
+
+
 def test_a_package_through_a_symbolic_link_takes_the_settings_above_the_link(tmp_path):
     """As flake8 and ruff: the folder a path is given in decides the settings, not where a link leads."""
     shared = write_package(tmp_path / "shared", {"lib/warm.py": WARM.replace("warmup", "prime_kernels")})

@@ -734,3 +734,11 @@ def test_projects_two_levels_into_an_excluded_folder_across_front_ends(tmp_path)
     mid = tmp_path / "third_party" / "mid"
     hook = _without_cache_env("lints", "--format", "concise", "--force-exclude", "m.py", "svc/s.py", cwd=mid)
     assert _reported(hook) == ["m.py", "svc/s.py"], hook.stdout
+
+
+def test_a_project_with_broken_settings_on_the_way_does_not_open_the_excluded_folder(tmp_path):
+    _tree(tmp_path, {".git/x": "", "pyproject.toml": '[tool.gradmode]\nexclude = ["third_party"]\n',
+                     "app.py": WARM_LOOSE, "third_party/mid/pyproject.toml": "[tool.gradmode\n",
+                     "third_party/mid/svc/pyproject.toml": "[tool.gradmode]\n", "third_party/mid/svc/s.py": WARM_LOOSE})
+    for front_end in (["lints", "--format", "concise"], ["flake8", "--select", "GM"]):
+        assert _reported(_without_cache_env(*front_end, ".", cwd=tmp_path)) == ["app.py"], front_end

@@ -121,7 +121,7 @@ class LazyBufferMutatedInPlace(Rule):
         "        st.e[i] = v\n"
         "        if self.f is None:\n"
         "            self.f = torch.zeros(n)  # expect: GM201:13\n"
-        "        with torch.inference_mode(self.flag):\n"
+        "        with torch.inference_mode(self.flag), torch._C._InferenceMode(self.flag):\n"
         "            self.f = self.f.clone()\n"
         "        with self.lock:\n"
         "            self.f[i] = v\n"
@@ -210,7 +210,7 @@ class LazyBufferMutatedInPlace(Rule):
         "            self.b = torch.zeros(n)\n"
         "        self.a = self.a.clone()\n"
         "        self.a[i] = v\n"
-        "        with torch.no_grad():\n"
+        "        with torch.no_grad(), torch.autocast('cpu'):\n"
         "            self.b = torch.roll(self.b, 1)\n"
         "        with torch.no_grad():\n"
         "            self.b[i] = v\n",
