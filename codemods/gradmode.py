@@ -20,7 +20,7 @@ from libcst.metadata import BatchableMetadataProvider
 from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere
 from lints.options import Config, ConfigError, check_codes, default_cache_dir, load_config, split_codes
 from lints.engine import ProjectLocator, finding_from_dict, lint_project, project_groups
-from lints.files import excluded_below
+from lints.files import excluded_below, within
 from lints.fixer import STYLES, apply_fixes, plans_for
 
 _NOTHING = ((), None, "")
@@ -62,8 +62,7 @@ def _project_findings(root: Path, paths: List[str], settings: CommandSettings = 
         # a project with a marker is walked instead, so that its `exclude` keeps out what it names
         project = locator.marked_root(group[0])
         if project is not None and locator.excluded_by_the_project_around(project) \
-                and not (shared == project or shared.startswith(os.path.join(project, ""))
-                         or project.startswith(os.path.join(shared, "")) and locator.walk_reaches(project, shared)):
+                and not locator.reaches(project, shared):
             continue  # the project around leaves it out (given inside it, or above it by a walk that reaches it)
         try:
             own = settings.for_project(project or os.path.dirname(os.path.abspath(group[0])))
@@ -74,9 +73,8 @@ def _project_findings(root: Path, paths: List[str], settings: CommandSettings = 
                     broken[given] = str(exc)
             continue
         # what it was given, where the project's exclude keeps the walk out, is linted, as by the CLI
-        named = [p for p in group if os.path.abspath(p) == shared or os.path.abspath(p).startswith(
-            os.path.join(shared, ""))] if project is not None and shared and excluded_below(
-                shared, project, own.exclude, own.root) else []
+        named = [p for p in group if within(os.path.abspath(p), shared)] if project is not None and shared \
+            and excluded_below(shared, project, own.exclude, own.root) else []
         run = lint_project([project, *named] if project is not None else group, own, cache_dir=default_cache_dir())
         if any(f.fixes for f in run.findings):
             imported.update(names_imported_elsewhere(run, own))

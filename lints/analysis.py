@@ -16,7 +16,7 @@ from .phases import Phases
 from .project import EXTERNAL, Project
 from .regions import INFERENCE, Mode, Regions
 from .summary import (C_ARGS, C_COL, C_FUNC, C_KWARGS, C_LINE, C_WITH, D_COL, D_EXPR, D_LINE, I_COL, I_EXPR, I_LINE,
-                      R_WITH, R_YIELD, W_ENTER, W_ITEMS, W_PARENT)
+                      R_WITH, R_YIELD, W_ENTER, W_ITEMS, enclosing_withs)
 
 
 class ServingMode(NamedTuple):
@@ -91,14 +91,9 @@ class ProjectAnalysis:
         if with_index < 0:
             decorators = {dec[D_EXPR][1] for dec in fn["dec"] if dec[D_EXPR][0] == "c"}
             return bool(fn["nested"]) or any(i not in decorators for i in range(len(fn["calls"])))
-        withs = fn["withs"]
         # a call inside, or a yield: a context manager yielding there runs its caller's block
-        for current in [call[C_WITH] for call in fn["calls"]] + [ret[R_WITH] for ret in fn["rets"] if ret[R_YIELD]]:
-            while current >= 0:
-                if current == with_index:
-                    return True
-                current = withs[current][W_PARENT]
-        return False
+        return any(with_index in enclosing_withs(fn, current) for current in
+                   [call[C_WITH] for call in fn["calls"]] + [ret[R_WITH] for ret in fn["rets"] if ret[R_YIELD]])
 
     @functools.cached_property
     def buffers(self) -> Buffers:

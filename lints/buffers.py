@@ -20,7 +20,7 @@ from .project import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL, Project
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD, Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
                       C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE,
-                      R_VALUE, R_WITH, R_YIELD, I_EXPR, W_ITEMS, W_PARENT, callee_leaf, method_call)
+                      R_VALUE, R_WITH, R_YIELD, I_EXPR, W_ITEMS, callee_leaf, enclosing_withs, method_call)
 
 
 class BufferKey(NamedTuple):
@@ -374,10 +374,10 @@ class Buffers:
             # as the update is, nothing between them indented less
             if (fact[A_TARGET] == ["n", name] and fact[A_OP] is None and where < (mutation.line, mutation.col)
                     and fact[A_COL] == mutation.col and (fact[A_GUARD] < 0 or fact[A_GUARD] in chain)
-                    and self._mode_kept(fid, fn, fact[A_WITH], mutation.with_index)
                     and all(first <= mutation.line <= last for first, last in fn["blocks"]
                             if first <= fact[A_LINE] <= last)
                     and self._fresh_tensor(fid, fact[A_VALUE])
+                    and self._mode_kept(fid, fn, fact[A_WITH], mutation.with_index)
                     and not _dedented_between(fn, fact[A_LINE], mutation.line, mutation.col)):
                 found = max(found or where, where)
         # bound again after the copy (`out, k = get_buf(), 0`, a loop, a with), itself or what it is an
@@ -392,15 +392,8 @@ class Buffers:
         """Whether the copy is no inference tensor the update cannot write: each with around the copy but
         not the update is known to keep inference mode off (``torch.no_grad()``, another context of
         torch's; not a lock, which may be anything), and none around the update but not the copy leaves it."""
-        def chain(index: int) -> list[int]:
-            out = []
-            while index >= 0:
-                out.append(index)
-                index = fn["withs"][index][W_PARENT]
-            return out
-
-        around_copy, around_update = chain(copy_with), chain(update_with)
-        for index in around_copy:  # each item known to keep inference mode off (a lock may be anything)
+        around_copy, around_update = list(enclosing_withs(fn, copy_with)), list(enclosing_withs(fn, update_with))
+        for index in around_copy:
             if index not in around_update and not all(
                     all(m.mode in (NO_GRAD, ENABLE_GRAD, INFERENCE_OFF) for m in modes) if modes
                     else self._torch_context(fid, fn, item[I_EXPR])

@@ -20,7 +20,8 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 from . import __version__
 from .options import Config, ConfigError, declares_config, load_config
 from .files import (MAX_FILE_BYTES, HandOver, SourceFile, collector_paused, discover, excluded_below,
-                    in_forked_child, read_regular_bytes, read_source, run_jobs, source_from_text, text_reader, warn)
+                    in_forked_child, read_regular_bytes, read_source, run_jobs, source_from_text, text_reader, warn,
+                    within)
 from .model import FileError, Finding, Fix
 from .noqa import without_suppressed
 from .summary import SCHEMA, import_root, module_name_for, parse_quietly, relative_import_base, summarize
@@ -127,9 +128,15 @@ class ProjectLocator:
         def excluded_from(folder: str) -> bool:
             return around is not None and excluded_below(project, folder, around.exclude, around.root)
 
-        if outer is not None and outer != start and outer.startswith(os.path.join(start, "")):
+        if outer is not None and outer != start and within(outer, start):
             return self.walk_reaches(outer, start) and not excluded_from(outer)
         return not excluded_from(start)
+
+    def reaches(self, project: str, given: str) -> bool:
+        """Whether a run given the absolute path ``given`` takes in ``project`` (one with settings of its
+        own): ``given`` is in it, or is a folder above it whose walk reaches it (as the CLI walks)."""
+        return within(given, project) or (within(project, given) and os.path.isdir(given)
+                                          and self.walk_reaches(project, given))
 
     def marked_root(self, path: str) -> Optional[str]:
         """The root a path in a project with a marker is analysed from (``outermost``); None for a
@@ -143,10 +150,8 @@ def excluded_from_here(path: str, locator: ProjectLocator) -> bool:
     excludes, run from where a walk does not reach it (run from inside it, or from a folder whose walk
     reaches it, it is the project worked on, as a submodule's own pre-commit run is)."""
     project = locator.marked_root(path)
-    here = os.path.abspath(os.curdir)
     return (project is not None and has_own_settings(project) and locator.excluded_by_the_project_around(project)
-            and not (here == project or here.startswith(os.path.join(project, ""))
-                     or project.startswith(os.path.join(here, "")) and locator.walk_reaches(project, here)))
+            and not locator.reaches(project, os.path.abspath(os.curdir)))
 
 
 def has_own_settings(folder: str, names: Optional[list[str]] = None) -> bool:
@@ -187,10 +192,10 @@ def project_groups(paths: Sequence[str], locator: Optional[ProjectLocator] = Non
     folders = sorted({a for p, a in zip(paths, absolute) if os.path.isdir(p)}, key=len)
     groups: dict[tuple[str, str], list[str]] = {}
     for path, full in zip(paths, absolute):
-        holding = next((f for f in folders if full == f or full.startswith(os.path.join(f, ""))), None)
+        holding = next((f for f in folders if within(full, f)), None)
         if holding is not None:
             own = locator.marked_root(path)
-            if own is not None and own.startswith(os.path.join(holding, "")) and has_own_settings(own):
+            if own is not None and own != holding and within(own, holding) and has_own_settings(own):
                 holding = None
         groups.setdefault(own_key(holding if holding is not None else path), []).append(path)
     out = []
@@ -854,13 +859,12 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude,
                                  stop_at=has_own_settings, anchor=config.root)
     requested = _distinct([os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested])
-    if config.force_exclude:  # a path given that exclude matches (it, or a folder above it) is left out too
-        requested = [p for p in requested if not excluded_below(p, config.root or os.curdir, config.exclude,
-                                                                 config.root)]
     locator = ProjectLocator()
+    if config.force_exclude:  # a path given that exclude matches (it, or a folder above it) is left out too,
+        # and all of a project with its own settings that the project around excludes
+        requested = [] if requested and excluded_from_here(requested[0], locator) else [
+            p for p in requested if not excluded_below(p, config.root or os.curdir, config.exclude, config.root)]
     found, in_project = locator.locate(paths[0] if paths else ".")
-    if config.force_exclude and requested and excluded_from_here(requested[0], locator):
-        requested = []  # a project with its own settings that the project around excludes: all of it
     loose, whole, members = False, True, None
     if not alone and paths and (not in_project or package_only(found)):
         # a folder given outside any project is its own project; else the files and packages without

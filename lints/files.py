@@ -115,6 +115,11 @@ def decode_source(path: str, raw: bytes) -> Union[SourceFile, FileError]:
     return SourceFile(path, text, encoding, raw)
 
 
+def within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (both absolute and normalised)."""
+    return path == folder or path.startswith(os.path.join(folder, ""))
+
+
 def _excluded(name: str, full: str, exclude: tuple[str, ...], anchor: str) -> bool:
     return path_match(relative_to(full, anchor), exclude) is not None or path_match(
         name, tuple(p for p in exclude if "/" not in p)) is not None  # `./build` is no name: the top one only

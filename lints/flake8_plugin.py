@@ -220,6 +220,7 @@ class GradModeChecker:
         key is "" for a file no analysis reports on: one in a project with settings of its own that
         the walk of the project around it excludes."""
         from .engine import excluded_from_here, has_own_settings, package_only
+        from .files import within
 
         root, in_project = cls._located(filename)
         marked = in_project and not package_only(root)
@@ -228,10 +229,10 @@ class GradModeChecker:
                                   if os.path.isdir(p) and not cls._located(p)[1]]
         walk_root = cls._locator.outermost(root) if marked else root
         own_settings = marked and has_own_settings(walk_root)
-        if marked and not own_settings and any(root.startswith(os.path.join(f, "")) for f in cls._loose_folders):
+        if marked and not own_settings and any(root != f and within(root, f) for f in cls._loose_folders):
             marked = False  # a folder given outside any project holds this one: analysed with it, as in the CLI
         if own_settings and cls._locator.excluded_by_the_project_around(walk_root) and (
-                not any(cls._reaches(p, walk_root) for p in cls._given())
+                not any(cls._locator.reaches(walk_root, os.path.abspath(p)) for p in cls._given())
                 or cls._force_exclude(root) and excluded_from_here(walk_root, cls._locator)):
             # the walk of the project around leaves it out, as in the CLI (unless it is what flake8 was given)
             return "", walk_root, root, False
@@ -244,15 +245,6 @@ class GradModeChecker:
     def _given(cls) -> list[str]:
         """What flake8 was asked to lint: the paths named, the file on stdin, else flake8's own ``.``."""
         return [*cls._named, *([cls._stdin_name] if cls._stdin_name else [])] or ["."]
-
-    @classmethod
-    def _reaches(cls, given: str, project: str) -> bool:
-        """Whether a path given is in ``project``, or a folder above it whose walk reaches it (as the CLI walks)."""
-        path = os.path.abspath(given)
-        if path == project or path.startswith(os.path.join(project, "")):
-            return True
-        return os.path.isdir(path) and project.startswith(os.path.join(path, "")) \
-            and cls._locator.walk_reaches(project, path)
 
     @classmethod
     def _force_exclude(cls, start: str) -> bool:
@@ -292,14 +284,14 @@ class GradModeChecker:
         """The paths linted with ``filename`` (``engine.project_groups`` of the paths flake8 was given;
         none given is flake8's own ``.``): those of its group, else ``filename`` alone."""
         from .engine import project_groups
+        from .files import within
 
         if cls._groups is None:
             cls._groups = project_groups(cls._named or ["."])
         absolute = os.path.abspath(filename)
         for group in cls._groups:
             for path in group:
-                given = os.path.abspath(path)
-                if absolute == given or absolute.startswith(os.path.join(given, "")):
+                if within(absolute, os.path.abspath(path)):
                     return group
         return [filename]
 

@@ -26,7 +26,7 @@ from .globs import name_match, path_match, relative_to
 from .options import Config
 from .project import EXTERNAL, Project
 from .regions import INFERENCE, INFERENCE_OFF, NO_GRAD, Regions
-from .summary import C_FUNC, C_LINE, C_WITH, D_LINE, MODULE_SCOPE, R_VALUE, W_LINE, W_PARENT, callee_leaf
+from .summary import C_FUNC, C_LINE, C_WITH, D_LINE, MODULE_SCOPE, R_VALUE, W_LINE, callee_leaf, enclosing_withs
 
 WARM, SERVING = "warm", "serving"
 
@@ -311,12 +311,7 @@ class Phases:
 
     @staticmethod
     def _inside(fn: dict, with_index: int, region: int) -> bool:
-        withs = fn["withs"]
-        while with_index >= 0:
-            if with_index == region:
-                return True
-            with_index = withs[with_index][W_PARENT]
-        return False
+        return region in enclosing_withs(fn, with_index)
 
     def chain_to(self, fid: str, limit: int = 6) -> list[str]:
         """`label (path:line)` steps from the inference-mode region down to ``fid``."""

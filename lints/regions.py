@@ -15,7 +15,7 @@ from typing import NamedTuple, Optional
 from . import names
 from .project import EXTERNAL, FUNC, GLOBAL, LOCAL, PARAM, Project
 from .summary import (MODULE_SCOPE, C_ARGS, C_FUNC, C_KWARGS, C_LINE, C_WITH, D_EXPR, I_EXPR, R_VALUE, R_WITH, R_YIELD,
-                      W_ITEMS, W_PARENT, callee_leaf)
+                      W_ITEMS, callee_leaf, enclosing_withs)
 
 INFERENCE, INFERENCE_OFF, NO_GRAD, ENABLE_GRAD, UNKNOWN, PARAM_MODE = (
     "inference_mode", "inference_off", "no_grad", "enable_grad", "unknown", "param")
@@ -237,12 +237,8 @@ class Regions:
     def enclosing_modes(self, fid: str, with_index: int) -> list[tuple[Mode, ...]]:
         """Modes of the with-items around a fact, innermost with first, items in entry order reversed."""
         out = []
-        withs = self.project.function(fid)["withs"]
-        while with_index >= 0:
-            for modes in reversed(self.with_modes(fid, with_index)):
-                if modes:
-                    out.append(modes)
-            with_index = withs[with_index][W_PARENT]
+        for index in enclosing_withs(self.project.function(fid), with_index):
+            out.extend(modes for modes in reversed(self.with_modes(fid, index)) if modes)
         return out
 
     def inference_state(self, fid: str, with_index: int, params: Optional[dict] = None) -> Optional[tuple[str, Mode]]:

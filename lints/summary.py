@@ -598,6 +598,14 @@ def callee_leaf(func: list) -> str:
     return func[1].rpartition(".")[2] if func[0] == "n" else func[2] if func[0] == "a" else ""
 
 
+def enclosing_withs(fn: dict, with_index: int) -> Iterator[int]:
+    """``with_index`` and the withs around it, innermost first (none for -1)."""
+    withs = fn["withs"]
+    while with_index >= 0:
+        yield with_index
+        with_index = withs[with_index][W_PARENT]
+
+
 def method_call(func: list) -> tuple[Optional[list], str]:
     """A callee spelt ``receiver.method`` (``a.b.f`` or ``g().f``) as its receiver's tagged form and
     the method's name; ``(None, "")`` for a bare name or anything else."""

@@ -151,6 +151,19 @@ def test_per_file_ignores(tmp_path):
     assert proc.returncode == 2 and "per-file-ignores must be a table" in proc.stderr
 
 
+def test_bad_force_exclude_and_diff_with_a_report_option_are_errors_that_change_nothing(tmp_path):
+    root = _project(tmp_path, '[tool.gradmode]\nforce-exclude = "yes"\n')
+    before = (root / "eng" / "warm.py").read_text()
+    for front_end in ("gradmode-lint", "gradmode-fix"):
+        proc = run_script(front_end, ".", cwd=root)
+        assert proc.returncode == 2 and "force-exclude must be true or false" in proc.stderr, proc
+        assert "Traceback" not in proc.stderr
+    (root / "pyproject.toml").write_text("[tool.gradmode]\n")
+    proc = run_script("gradmode-lint", "--diff", "--format", "json", ".", cwd=root)
+    assert proc.returncode == 2 and "--diff does not take --format" in proc.stderr and proc.stdout == "", proc
+    assert (root / "eng" / "warm.py").read_text() == before
+
+
 def test_path_settings_count_from_the_configuration_folder_whatever_the_cwd(tmp_path):
     """exclude, per-file-ignores and module-globs name paths from the pyproject.toml's folder, as in ruff:
     run from a subfolder, on a file, on an absolute path, or fixed, the result is the same."""
