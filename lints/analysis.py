@@ -11,6 +11,7 @@ from typing import Iterable, NamedTuple, Optional
 from . import names
 from .buffers import Buffers
 from .callgraph import CallGraph
+from .gradmodes import ENTRY_STATES, GradModes
 from .options import Config
 from .phases import Phases
 from .project import EXTERNAL, Project
@@ -94,6 +95,11 @@ class ProjectAnalysis:
         # a call inside, or a yield: a context manager yielding there runs its caller's block
         return any(with_index in enclosing_withs(fn, current) for current in
                    [call[C_WITH] for call in fn["calls"]] + [ret[R_WITH] for ret in fn["rets"] if ret[R_YIELD]])
+
+    @functools.cached_property
+    def modes(self) -> GradModes:
+        """The inference-mode states every function may run in, from every entry point."""
+        return GradModes(self.project, self.graph, self.regions, ENTRY_STATES[self.config.entry_grad_mode])
 
     @functools.cached_property
     def buffers(self) -> Buffers:

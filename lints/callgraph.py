@@ -35,11 +35,16 @@ class CallGraph:
     def call_targets(self, fid: str, index: int, loose: bool = False) -> list[str]:
         """Project functions that call ``index`` of ``fid`` runs."""
         key = (fid, index, loose)
-        if key not in self._targets:
-            self._targets[key] = self._call_targets(fid, index, loose)
-        return self._targets[key]
+        found = self._targets.get(key)
+        if found is None:
+            found = self._call_targets(fid, index, loose)
+            self._targets[key] = found
+        return found
 
     def _call_targets(self, fid: str, index: int, loose: bool) -> list[str]:
+        if loose:
+            strict = self.call_targets(fid, index)
+            return strict if strict else self._loose_targets(fid, index)
         project = self.project
         call = project.function(fid)["calls"][index]
         func = call[C_FUNC]
@@ -58,13 +63,23 @@ class CallGraph:
             return [call_method] if call_method else []
         if symbol.kind == LOCAL and "." not in symbol.name:
             return self._local_callable(symbol.owner, symbol.name)
-        if loose and "." in func[1]:
-            leaf = callee_leaf(func)
-            if leaf not in _GENERIC_METHODS and not leaf.startswith("__"):
-                owners = project.methods_named(leaf)
-                if len(owners) == 1:
-                    return owners
         return []
+
+    def _loose_targets(self, fid: str, index: int) -> list[str]:
+        """``obj.method()`` on an object of unknown class: the one project class's method of that name."""
+        func = self.project.function(fid)["calls"][index][C_FUNC]
+        if func[0] != "n" or "." not in func[1]:
+            return []
+        leaf = callee_leaf(func)
+        if leaf in _GENERIC_METHODS or leaf.startswith("__"):
+            return []
+        owners = self.project.methods_named(leaf)
+        if len(owners) != 1:
+            return []
+        symbol = self.project.resolve(fid, func[1])
+        if symbol is None or symbol.kind in (FUNC, CLASS, INSTANCE) or (symbol.kind == LOCAL and "." not in symbol.name):
+            return []  # known, or a callable local: not an object of unknown class
+        return owners
 
     def _local_callable(self, fid: str, name: str) -> list[str]:
         """``fn = self.method`` / ``fn = functools.partial(f, ...)`` then ``fn()``."""
@@ -78,6 +93,8 @@ class CallGraph:
     def function_ref(self, fid: str, value: list) -> Optional[str]:
         """The project function an expression denotes (not calls), e.g. ``self._dummy_run``."""
         if value[0] == "n":
+            if value[1].rpartition(".")[2] not in self.project.function_names:
+                return None
             symbol = self.project.resolve(fid, value[1])
             if symbol is not None and symbol.kind == FUNC:
                 return symbol.target
@@ -101,12 +118,12 @@ class CallGraph:
         for index, call in enumerate(fn["calls"]):
             if index in decorators:
                 continue
-            for target in self.call_targets(fid, index, loose=False):
+            strict = self.call_targets(fid, index)
+            for target in strict:
                 out.append(Edge(fid, target, index, call[C_LINE], "call"))
-            if loose:
+            if loose and not strict:
                 for target in self.call_targets(fid, index, loose=True):
-                    if all(e.callee != target or e.call != index for e in out):
-                        out.append(Edge(fid, target, index, call[C_LINE], "loose"))
+                    out.append(Edge(fid, target, index, call[C_LINE], "loose"))
             for arg in [*call[C_ARGS], *call[C_KWARGS].values()]:
                 if arg[0] == "n":
                     target = self.function_ref(fid, arg)

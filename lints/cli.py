@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, NoReturn, Optional, Sequence
 
 from . import __version__
-from .options import (SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir, find_pyproject,
-                      load_config, split_codes)
+from .options import (ENTRY_GRAD_MODES, SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir,
+                      find_pyproject, load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
 from .files import (MAX_FILE_BYTES, decode_source, default_jobs, discover, is_read_only, read_source,
                     quiet_warnings, source_from_text, source_lines, stopping_points, text_reader, walks_shared,
@@ -43,6 +43,8 @@ def add_config_options(parser: argparse.ArgumentParser) -> list[argparse.Action]
            help="skip these codes or prefixes too (added to the configuration's ignore)")
     option("--serving-grad-mode", choices=SERVING_GRAD_MODES,
            help="grad mode serving runs under (default auto: inferred from the serving entry points)")
+    option("--entry-grad-mode", choices=ENTRY_GRAD_MODES,
+           help="grad mode a host calls the functions no project code calls under (default unknown)")
     option("--serving-patterns", metavar="GLOBS", help="function-name globs of serving entry points")
     option("--path-patterns", metavar="GLOBS",
            help="comma-separated function-name globs that mark warmup/autotune/capture paths")
@@ -181,6 +183,7 @@ def config_from_args(args: argparse.Namespace, given: Optional[list[str]] = None
     config = base.with_rule_selection(split_codes(args.select), split_codes(args.extend_select),
                                       split_codes(args.ignore)).replace(
         serving_grad_mode=args.serving_grad_mode,
+        entry_grad_mode=args.entry_grad_mode,
         path_patterns=globs(args.path_patterns),
         class_patterns=globs(args.class_patterns),
         module_globs=globs(args.module_globs),

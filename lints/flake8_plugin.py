@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Iterator, Optional, Sequence
 
 from . import __version__
 from .model import FileError
-from .options import SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config
+from .options import ENTRY_GRAD_MODES, SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config
 
 
 class _ConfigTrouble(dict):
@@ -67,6 +67,8 @@ class GradModeChecker:
             parser.add_option(flag, default=None, parse_from_config=True, comma_separated_list=True, help=help_text)
         parser.add_option("--gradmode-serving-grad-mode", default=None, parse_from_config=True,
                           choices=SERVING_GRAD_MODES, help="grad mode serving runs under (default auto: inferred)")
+        parser.add_option("--gradmode-entry-grad-mode", default=None, parse_from_config=True,
+                          choices=ENTRY_GRAD_MODES, help="grad mode the host calls uncalled functions under")
         parser.add_option("--gradmode-config", default=None, parse_from_config=True,
                           help="pyproject.toml holding [tool.gradmode] (default: nearest one)")
         from .rules import OPT_IN_CODES
@@ -90,6 +92,7 @@ class GradModeChecker:
             serving_patterns=listed("gradmode_serving_patterns"),
             module_globs=listed("gradmode_module_globs"),
             serving_grad_mode=getattr(options, "gradmode_serving_grad_mode", None),
+            entry_grad_mode=getattr(options, "gradmode_entry_grad_mode", None),
             extend_path_patterns=listed("gradmode_extend_path_patterns") or (),
             opt_in=tuple(code for code in sorted(OPT_IN_CODES) if any(code.startswith(c) for c in chosen)),
         )

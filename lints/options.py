@@ -33,6 +33,8 @@ DEFAULT_SERVING_PATTERNS = ("execute_model", "forward_batch*", "event_loop*", "r
                             "serve", "handle_request*", "step")
 # "auto": inferred from the serving entry points (the run says what it inferred and from where).
 SERVING_GRAD_MODES = ("auto", "no_grad", "inference_mode")
+# How a host calls the functions no project code calls (a plugin's API, a registered callback).
+ENTRY_GRAD_MODES = ("unknown", "inference_mode", "no_grad", "grad")
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".tox", ".venv", "venv", "__pycache__", ".gradmode_cache", "node_modules")
 
 
@@ -48,6 +50,7 @@ class Config:
     serving_patterns: tuple[str, ...] = DEFAULT_SERVING_PATTERNS
     module_globs: tuple[str, ...] = ()
     serving_grad_mode: str = "auto"
+    entry_grad_mode: str = "unknown"
     select: tuple[str, ...] = ()
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -64,6 +67,9 @@ class Config:
                 f"serving-grad-mode must be one of {', '.join(SERVING_GRAD_MODES)}, "
                 f"not {self.serving_grad_mode!r}"
             )
+        if self.entry_grad_mode not in ENTRY_GRAD_MODES:
+            raise ConfigError(f"entry-grad-mode must be one of {', '.join(ENTRY_GRAD_MODES)}, "
+                              f"not {self.entry_grad_mode!r}")
 
     def is_selected(self, code: str, default_enabled: bool = True) -> bool:
         """Prefix matching as in flake8/ruff: the longest matching prefix wins, ignore wins ties.
@@ -124,6 +130,7 @@ _KEYS = {
     "extend-serving-patterns": "extend_serving_patterns",
     "module-globs": "module_globs",
     "serving-grad-mode": "serving_grad_mode",
+    "entry-grad-mode": "entry_grad_mode",
     "select": "select",
     "extend-select": "extend_select",
     "ignore": "ignore",
@@ -226,9 +233,9 @@ def config_from_mapping(table: dict[str, Any], base: Config = Config()) -> Confi
             if not isinstance(value, bool):
                 raise ConfigError("[tool.gradmode] force-exclude must be true or false")
             changes[key] = value
-        elif key == "serving_grad_mode":
+        elif key in ("serving_grad_mode", "entry_grad_mode"):
             if not isinstance(value, str):
-                raise ConfigError("[tool.gradmode] serving-grad-mode must be a string")
+                raise ConfigError(f"[tool.gradmode] {raw_key} must be a string")
             changes[key] = value
         elif key.startswith("extend_") and key != "extend_select":  # extend-select is a setting of its own
             extend[key[len("extend_"):]] = _as_tuple(raw_key, value)

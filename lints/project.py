@@ -56,10 +56,12 @@ class Project:
         self.functions: dict[str, tuple[dict, dict]] = {}
         self.classes: dict[str, tuple[dict, dict]] = {}
         self._methods_by_name: dict[str, list[str]] = {}
+        self.function_names: set[str] = set()  # a name no function has denotes none (a cheap test)
         for name, summary in self.modules.items():
             for qual, fn in summary["functions"].items():
                 fid = fid_of(name, qual)
                 self.functions[fid] = (summary, fn)
+                self.function_names.add(fn["name"])
                 if fn["cls"] is not None:
                     self._methods_by_name.setdefault(fn["name"], []).append(fid)
             for qual, cls in summary["classes"].items():

@@ -71,8 +71,12 @@ def test_inference_mode_serving_silences_caller_side_and_crash_combination(tmp_p
         "    with torch.inference_mode():\n"
         "        runner.kernel_warmup()\n"
     )
-    assert {c for c, _ in codes(tmp_path, source, Config())} == {"GM101", "GM104", "GM202"}
+    # every path to the update runs under inference mode: no crash (GM202 needs an update outside it)
+    assert {c for c, _ in codes(tmp_path, source, Config())} == {"GM101", "GM104"}
     assert codes(tmp_path, source, INFERENCE_SERVING) == []
+    # a serving path without inference mode is the crash, whatever the setting says serving runs under
+    serving = source + "@torch.no_grad()\ndef serve(moe: Moe, x):\n    moe.forward(x)\n"
+    assert ("GM202", 5) in codes(tmp_path / "serving", serving, INFERENCE_SERVING)
 
 
 def test_config_mode_overrides_the_inferred_one(tmp_path):

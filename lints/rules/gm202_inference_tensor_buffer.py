@@ -4,7 +4,7 @@ from typing import Iterator
 
 from ..analysis import ProjectAnalysis
 from ..model import Finding
-from ..regions import INFERENCE, INFERENCE_OFF
+from ..gradmodes import OFF, ON, GradModes, Origin
 from ..rule import Rule
 from ._buffers import lazy_buffers
 
@@ -24,7 +24,10 @@ _AUTOTUNE_ROUTE = ("import torch\n"
                    "from engine import moe\n"
                    "def autotune(x):\n"
                    "    with torch.inference_mode():  # expect: GM101:10\n"
-                   "        moe.route(x, 4, 8)\n")
+                   "        moe.route(x, 4, 8)\n"
+                   "@torch.no_grad()\n"
+                   "def serve(x):\n"
+                   "    moe.route(x, 4, 8)\n")
 
 
 class LazyBufferBecomesInferenceTensor(Rule):
@@ -54,7 +57,10 @@ class LazyBufferBecomesInferenceTensor(Rule):
         "        self.moe = MoE()\n"
         "    def warmup(self, x):\n"
         "        with torch.inference_mode():  # expect: GM101:14\n"
-        "            self.moe.forward(x)\n",
+        "            self.moe.forward(x)\n"
+        "    def execute_model(self, x):\n"
+        "        with torch.no_grad():\n"
+        "            return self.moe.forward(x)\n",
         {"engine/pool.py": _TOPK_POOL,
          "engine/moe.py":
             "from engine.pool import get_topk_buffer\n"
@@ -89,7 +95,13 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "        self.layer = Layer()\n"
             "    @torch.inference_mode()  # expect: GM102:6\n"
             "    def warmup(self, x):\n"
-            "        self.layer.forward(x, 4, 8)\n"},
+            "        self.layer.forward(x, 4, 8)\n"
+            "def main():\n"
+            "    runner = Runner()\n"
+            "    runner.warmup(None)\n"
+            "    runner.layer.forward(None, 4, 8)\n"
+            "if __name__ == '__main__':\n"
+            "    main()\n"},
         # a copy that may not run (a loop), or the buffer bound again after the copy: the update may
         # still write the buffer
         {"engine/pool.py":
@@ -126,7 +138,12 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "    with torch.inference_mode():  # expect: GM101:10\n"
             "        moe.route(x, 4, 0)\n"
             "        moe.combine(x, 4)\n"
-            "        moe.gather(x, 4)\n"},
+            "        moe.gather(x, 4)\n"
+            "@torch.no_grad()\n"
+            "def serve(x):\n"
+            "    moe.route(x, 4, 0)\n"
+            "    moe.combine(x, 4)\n"
+            "    moe.gather(x, 4)\n"},
         # a dict cache of the class, reached through a module-level instance
         {"engine/ws.py":
             "import torch\n"
@@ -145,7 +162,12 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "    out.copy_(x)\n"
             "def warmup(x):\n"
             "    with torch.inference_mode():  # expect: GM101:10\n"
-            "        fused_op(x)\n"},
+            "        fused_op(x)\n"
+            "def main(x):\n"
+            "    warmup(x)\n"
+            "    fused_op(x)\n"
+            "if __name__ == '__main__':\n"
+            "    main(None)\n"},
         # the backend is built by a factory function
         {"engine/backend.py":
             "import torch\n"
@@ -164,7 +186,10 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "        self.backend = get_backend()\n"
             "    def warmup(self, x):\n"
             "        with torch.inference_mode():  # expect: GM101:14\n"
-            "            self.backend.forward(x)\n"},
+            "            self.backend.forward(x)\n"
+            "    @torch.no_grad()\n"
+            "    def execute_model(self, x):\n"
+            "        self.backend.forward(x)\n"},
         # a slice assignment into a tensor taken out of a dict cache writes that tensor
         {"engine/pool.py": _TOPK_POOL,
          "engine/moe.py":
@@ -282,48 +307,40 @@ class LazyBufferBecomesInferenceTensor(Rule):
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
-        project, phases, regions = analysis.project, analysis.phases, analysis.regions
-        # First the allocations that warmup reaches under inference mode (few, often none), then the
-        # in-place updates of every buffer (the costly part), only when there is one.
-        suspects: dict = {}
-        reach = None
-        for alloc in analysis.buffers.allocations:
-            if analysis.serving_mode_for(alloc.fid).mode == INFERENCE:
-                continue
-            local = regions.inference_state(alloc.fid, alloc.with_index)
-            if local is not None and local[0] == INFERENCE_OFF:
-                continue
-            if local is not None and local[0] == INFERENCE and phases.is_warm(alloc.fid):
-                region = f"{local[1].via} in {project.label(alloc.fid)} at {project.where(alloc.fid, alloc.line)}"
-                chain: list[str] = []
-                switched_by = "warmup"
-            else:
-                reach = reach if reach is not None else phases.inference_reach()
-                entry = reach.get(alloc.fid)
-                if entry is None or not entry[0].warm:
-                    continue
-                origin = entry[0]
-                region = f"{origin.via} in {project.label(origin.fid)} at {project.where(origin.fid, origin.line)}"
-                chain = phases.chain_to(alloc.fid)
-                # the region itself may be serving code whose chain only passes through shared warm code
-                switched_by = ("warmup" if phases.is_warm(origin.fid)
-                               else f"inference mode in {project.label(origin.fid)}")
-            suspects[alloc] = (region, chain, switched_by)
+        project, modes = analysis.project, analysis.modes
+        # First the allocations that may run under inference mode (few), then the in-place updates of
+        # every buffer (the costly part), only when there is one.
+        suspects = {alloc: on[ON][0] for alloc in analysis.buffers.allocations
+                    if ON in (on := modes.at(alloc.fid, alloc.with_index))}
         if not suspects:
             return
         for alloc, mutations in lazy_buffers(analysis):
             if alloc not in suspects:
                 continue
-            region, chain, switched_by = suspects[alloc]
-            outside = [m for m in mutations if (s := regions.inference_state(m.fid, m.with_index)) is None
-                       or s[0] != INFERENCE]
-            if not outside:
+            outside = next(((m, states[OFF][0]) for m in mutations
+                            if OFF in (states := modes.at(m.fid, m.with_index))), None)
+            if outside is None:
                 continue
-            first = outside[0]
-            update = f"{first.how} in {project.label(first.fid)} at {project.where(first.fid, first.line)}"
+            mutation, off = outside
+            on = suspects[alloc]
+            update = f"{mutation.how} in {project.label(mutation.fid)} at {project.where(mutation.fid, mutation.line)}"
             notes = (f"buffer: {alloc.why_lazy}, {project.where(alloc.fid, alloc.line)}",
-                     f"inference mode: {region}", *(f"  {step}" for step in chain),
-                     f"updated in place: {update}")
+                     f"allocated under inference mode: {modes.describe(on)}",
+                     *(f"  {step}" for step in modes.chain(alloc.fid, ON)),
+                     f"updated in place: {update}",
+                     f"outside inference mode: {modes.describe(off)}",
+                     *(f"  {step}" for step in modes.chain(mutation.fid, OFF)),
+                     f"fix: {_which_side(modes, on, off)}")
             yield self.finding(analysis, alloc.fid, alloc.line, alloc.col,
-                               f"{switched_by} makes `{alloc.key.text()}` an inference tensor: in-place update raises",
-                               notes)
+                               f"`{alloc.key.text()}` allocated under inference mode, updated in place outside it", notes)
+
+
+def _which_side(modes: GradModes, on: Origin, off: Origin) -> str:
+    """The change that makes both sides agree: drop the inference mode where the update runs with grad-mode
+    switches of its own (no_grad), or enter it where the update runs with none (its entry, a thread)."""
+    if off.text.startswith(("no grad-mode context", "its callers", "a new thread")):
+        return (f"run the update's path under inference mode too (e.g. `@torch.inference_mode()` at its entry), "
+                f"or allocate under `torch.inference_mode(False)`")
+    return (f"drop the inference mode at {modes.project.where(on.fid, on.line)} (let the caller's grad mode "
+            f"decide), or allocate under "
+            f"`torch.inference_mode(False)`")

@@ -1,0 +1,238 @@
+"""Grad modes along every call chain: whether inference mode may be on or off where each function runs.
+
+Each function is called in some inference-mode *states*: ``on`` (inside ``torch.inference_mode()``),
+``off`` (known to be outside it: a thread or program entry, where Python starts with grad enabled,
+``inference_mode(False)``, or ``no_grad``/``enable_grad`` entered outside inference mode) and
+``unknown`` (a function no project code calls: a library's API or a host's callback, unless the
+``entry-grad-mode`` setting says how the host calls it). The states flow from caller to callee
+over the cross-module call graph, through what the caller switches around the call: its own
+decorators, then the ``with`` blocks around the call, outermost first. ``no_grad`` keeps inference
+mode on where it is on (torch does), and makes an unknown state off. A ``with run_ctx:`` on a
+parameter enters whatever the callers pass for it.
+
+Every state a function reaches keeps its witness: the caller and the line of the call, down from
+where the state was set. The fixpoint visits each (function, state) pair once.
+"""
+from __future__ import annotations
+
+import functools
+from collections import deque
+from typing import NamedTuple, Optional
+
+from .callgraph import CallGraph, Edge
+from .project import Project
+from .regions import ENABLE_GRAD, INFERENCE, INFERENCE_OFF, NO_GRAD, PARAM_MODE, Mode, Regions
+from .summary import (C_ARGS, C_FUNC, C_GUARD, C_LINE, C_WITH, D_LINE, G_NAMES, G_PARENT, MODULE_SCOPE, W_LINE,
+                      callee_leaf, enclosing_withs)
+
+ON, OFF, UNKNOWN = "on", "off", "unknown"
+# entry-grad-mode values and the state each gives
+ENTRY_STATES = {"unknown": UNKNOWN, "inference_mode": ON, "no_grad": OFF, "grad": OFF}
+# Calls that run a function handed to them later on a new thread or process: torch's grad-mode switches
+# are thread-local, so it starts with grad enabled and inference mode off.
+_FRESH_THREAD_LEAVES = frozenset({"Thread", "Process", "start_new_thread", "submit", "run_in_executor", "Timer"})
+
+
+class Origin(NamedTuple):
+    """Where a state was set: a switch or an entry point."""
+
+    fid: str
+    line: int
+    text: str  # "`torch.inference_mode()`", "no grad-mode context (program entry)"
+
+
+class Step(NamedTuple):
+    """How a function first came to run in a state: its caller and the line of the call (None for a seed)."""
+
+    parent: Optional[str]
+    line: int
+    origin: Origin
+
+
+class GradModes:
+    def __init__(self, project: Project, graph: CallGraph, regions: Regions, entry_state: str = UNKNOWN) -> None:
+        self.project = project
+        self.graph = graph
+        self.regions = regions
+        self.entry_state = entry_state
+        self.states: dict[str, dict[str, Step]] = {}  # function -> state -> first step
+        self._callers: dict[str, list[Edge]] = {}
+        self._edges: dict[str, list[Edge]] = {}
+        self._param_modes: dict[tuple[str, str], tuple[Mode, ...]] = {}
+        self._solve()
+
+    # the graph ------------------------------------------------------------------------
+    def edges(self, fid: str) -> list[Edge]:
+        """What ``fid`` runs: the call graph's edges (those of objects of unknown class too, where one project
+        class alone has the method) and methods called by a literal name (``collective_rpc("execute_model")``)."""
+        cached = self._edges.get(fid)
+        if cached is not None:
+            return cached
+        out = list(self.graph.edges(fid, loose=True))
+        fn = self.project.function(fid)
+        for index, call in enumerate(fn["calls"]):
+            args = call[C_ARGS]
+            if not args or args[0][0] != "k" or not isinstance(args[0][1], str) or call[C_FUNC][0] != "n":
+                continue
+            leaf = callee_leaf(call[C_FUNC])
+            if "rpc" in leaf.lower() or leaf in ("call_method", "run_method", "getattr"):
+                methods = self.project.methods_named(args[0][1])
+                if 0 < len(methods) <= 8:
+                    out.extend(Edge(fid, target, index, call[C_LINE], "by-name") for target in methods)
+        self._edges[fid] = out
+        return out
+
+    # layers: what a function switches around a fact ------------------------------------
+    def layers(self, fid: str, with_index: int) -> list[tuple[tuple[Mode, ...], int]]:
+        """(modes one switch may enter, its line), outermost first: decorators, then the withs around."""
+        out = [((mode._replace(via=f"`@{mode.via.strip('`')}`"),), dec[D_LINE])
+               for mode, dec in self.regions.decorator_modes(fid)]
+        fn = self.project.function(fid)
+        for index in reversed(list(enclosing_withs(fn, with_index))):
+            for modes in self.regions.with_modes(fid, index):
+                if modes:
+                    out.append((modes, fn["withs"][index][W_LINE]))
+        return out
+
+    def apply(self, fid: str, with_index: int, state: str, step: Step) -> list[tuple[str, Origin]]:
+        """The states a fact at ``with_index`` of ``fid`` runs in when ``fid`` is called in ``state``."""
+        current = [(state, step.origin)]
+        for modes, line in self.layers(fid, with_index):
+            expanded = []
+            for mode in modes:
+                if mode.mode == PARAM_MODE:
+                    passed = self.param_modes(fid, mode.param)
+                    if not passed:
+                        expanded.extend(current)  # not known: the callers' state stays
+                    for inner in passed:
+                        expanded.extend(_switch(inner, fid, line, current))
+                else:
+                    expanded.extend(_switch(mode, fid, line, current))
+            current = list(dict.fromkeys(expanded))
+        return current
+
+    def param_modes(self, fid: str, param: str) -> tuple[Mode, ...]:
+        """The switches callers pass for ``param`` of ``fid`` (``run_ctx``), its default included."""
+        key = (fid, param)
+        if key in self._param_modes:
+            return self._param_modes[key]
+        self._param_modes[key] = ()  # guards recursion
+        found: list[Mode] = []
+        default = self.project.function(fid)["defaults"].get(param)
+        if default is not None:
+            found.extend(self.regions.modes_of(fid, default))
+        for edge in self._callers.get(fid, ()):
+            if edge.call < 0 or edge.how != "call":
+                continue
+            argument = self.regions.argument_for(fid, param, self.project.function(edge.caller)["calls"][edge.call])
+            if argument is not None and argument is not default:
+                found.extend(m for m in self.regions.modes_of(edge.caller, argument) if m.mode != PARAM_MODE)
+        result = tuple(dict.fromkeys(found))
+        self._param_modes[key] = result
+        return result
+
+    # the fixpoint ----------------------------------------------------------------------
+    def _solve(self) -> None:
+        project = self.project
+        functions = list(project.functions)
+        for fid in functions:
+            for edge in self.edges(fid):
+                self._callers.setdefault(edge.callee, []).append(edge)
+        queue: deque = deque()
+        for fid in functions:
+            fn = project.function(fid)
+            if fid in self._callers:
+                continue
+            if fn["name"] == MODULE_SCOPE:
+                module = project.functions[fid][0]["module"]
+                if module == "__main__" or module.endswith(".__main__"):
+                    self._offer(queue, fid, OFF, Step(None, 1, Origin(fid, 1, "no grad-mode context (`__main__`)")))
+                else:
+                    self._offer(queue, fid, UNKNOWN, Step(None, 1, Origin(fid, 1, "import time")))
+            else:
+                self._offer(queue, fid, self.entry_state,
+                            Step(None, fn["line"], Origin(fid, fn["line"], "its callers (no project code calls it)")))
+        while queue:
+            fid, state = queue.popleft()
+            step = self.states[fid][state]
+            fn = self.project.function(fid)
+            calls = fn["calls"]
+            is_module = fn["name"] == MODULE_SCOPE
+            for edge in self.edges(fid):
+                call = calls[edge.call] if edge.call >= 0 else None
+                if call is not None and edge.how == "argument" and callee_leaf(call[C_FUNC]) in _FRESH_THREAD_LEAVES:
+                    origin = Origin(fid, edge.line, f"a new thread or process (`{call[C_FUNC][1]}(...)`)")
+                    self._offer(queue, edge.callee, OFF, Step(fid, edge.line, origin))
+                    continue
+                if call is not None and is_module and _under_main_guard(fn, call[C_GUARD]):
+                    origin = Origin(fid, edge.line, "no grad-mode context (`if __name__ == \"__main__\"`)")
+                    for new_state, new_origin in self.apply(fid, call[C_WITH], OFF, Step(None, 0, origin)):
+                        self._offer(queue, edge.callee, new_state, Step(fid, edge.line, new_origin))
+                    continue
+                with_index = call[C_WITH] if call is not None else -1
+                for new_state, origin in self.apply(fid, with_index, state, step):
+                    self._offer(queue, edge.callee, new_state, Step(fid, edge.line, origin))
+
+    def _offer(self, queue: deque, fid: str, state: str, step: Step) -> None:
+        known = self.states.setdefault(fid, {})
+        if state not in known:
+            known[state] = step
+            queue.append((fid, state))
+
+    # questions -------------------------------------------------------------------------
+    def at(self, fid: str, with_index: int) -> dict[str, tuple[Origin, Optional[str]]]:
+        """state -> (where it was set, the incoming state it came from) for a fact of ``fid``."""
+        out: dict[str, tuple[Origin, Optional[str]]] = {}
+        for incoming, step in self.states.get(fid, {}).items():
+            for state, origin in self.apply(fid, with_index, incoming, step):
+                out.setdefault(state, (origin, incoming))
+        return out
+
+    def chain(self, fid: str, state: str, limit: int = 8) -> list[str]:
+        """`A calls B at path:line` steps down to ``fid`` running in ``state``, from the function that set it."""
+        steps: list[str] = []
+        current, seen = fid, set()
+        while current not in seen and len(steps) < limit:
+            seen.add(current)
+            step = self.states.get(current, {}).get(state)
+            if step is None or step.parent is None:
+                break
+            steps.append(f"{self.project.label(step.parent)} calls {self.project.label(current)} at "
+                         f"{self.project.where(step.parent, step.line)}")
+            if step.parent == step.origin.fid:
+                break
+            # the caller ran in whichever state this one came from: follow the one that set the origin
+            parent_states = self.states.get(step.parent, {})
+            state = next((s for s, st in parent_states.items() if st.origin == step.origin), state)
+            current = step.parent
+        return list(reversed(steps))
+
+    def describe(self, origin: Origin) -> str:
+        return f"{origin.text} in {self.project.label(origin.fid)} at {self.project.where(origin.fid, origin.line)}"
+
+    @functools.cached_property
+    def entry_count(self) -> int:
+        return sum(1 for fid in self.project.functions if fid not in self._callers)
+
+
+def _switch(mode: Mode, fid: str, line: int, current: list[tuple[str, Origin]]) -> list[tuple[str, Origin]]:
+    """What one switch does to each incoming (state, origin)."""
+    here = Origin(fid, line, mode.via)
+    if mode.mode == INFERENCE:
+        return [(ON, here)]
+    if mode.mode == INFERENCE_OFF:
+        return [(OFF, here)]
+    if mode.mode in (NO_GRAD, ENABLE_GRAD):  # inference mode stays on under no_grad; elsewhere it is off
+        return [(ON, origin) if state == ON else (OFF, here if state == UNKNOWN else origin)
+                for state, origin in current]
+    return [(UNKNOWN, here)]  # `inference_mode(flag)`: either
+
+
+def _under_main_guard(fn: dict, guard: int) -> bool:
+    guards = fn["guards"]
+    while guard >= 0:
+        names = guards[guard][G_NAMES]
+        if "__name__" in names and "'__main__'" in names:
+            return True
+        guard = guards[guard][G_PARENT]
+    return False
