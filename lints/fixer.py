@@ -47,6 +47,7 @@ class _Nodes(cst.CSTVisitor):
         self.items: dict[tuple[int, int], cst.WithItem] = {}
         self.calls: dict[tuple[int, int], list[cst.Call]] = {}
         self.decorators: dict[tuple[int, int], cst.Decorator] = {}
+        self.functions: dict[tuple[int, int], cst.FunctionDef] = {}  # by the position of `def` (or `async`)
         # Statements and blocks, by id: the one holding each (None at the top level), and the innermost one
         # holding each node a fix can name. A fix rewrites that one; ``FixTransformer`` visits no other.
         self.block_parent: dict[int, Optional[cst.CSTNode]] = {}
@@ -82,6 +83,9 @@ class _Nodes(cst.CSTVisitor):
     def visit_Decorator(self, node: cst.Decorator) -> None:
         self.decorators[self._at(node.decorator)] = node
         self.block_of[id(node)] = self._blocks[-1]
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions[self._at(node)] = node
 
 
 def node_positions(module: cst.Module) -> _Nodes:
@@ -152,6 +156,8 @@ def _writes_null_context(plan: FixPlan, style: str) -> bool:
 def _writes_torch_no_grad(plan: FixPlan, style: str) -> bool:
     """Whether ``FixTransformer._register`` writes ``torch.no_grad`` for ``plan``: ``_no_grad_for`` on a
     reference that is a bare name (``inference_mode()``, ``@im``), where ``t.inference_mode`` gives ``t.no_grad``."""
+    if plan.action == "add_inference_decorator":
+        return True  # writes `torch.inference_mode()`: the name must be the module
     if plan.action == "decorator_no_grad":
         refs = [plan.node.decorator]
     elif style != "no_grad":
@@ -226,6 +232,9 @@ def _bind(fix: Fix, nodes: _Nodes) -> Optional[FixPlan]:
     if fix.action == "decorator_no_grad":
         node = nodes.decorators.get(fix.at)
         return FixPlan(fix.action, node, fix.safe) if node is not None else None
+    if fix.action == "add_inference_decorator":
+        node = nodes.functions.get(fix.at)
+        return FixPlan(fix.action, node, fix.safe) if node is not None else None
     return None
 
 
@@ -238,6 +247,7 @@ class FixTransformer(cst.CSTTransformer):
         self.unwrap: set[cst.With] = set()
         self.drop_item: dict[cst.With, set[int]] = {}
         self.replace: dict[cst.CSTNode, cst.BaseExpression] = {}
+        self.decorate: set[cst.FunctionDef] = set()
         self._to_splice: dict[int, cst.With] = {}
         for plan in plans:
             self._register(plan)
@@ -308,6 +318,10 @@ class FixTransformer(cst.CSTTransformer):
         elif plan.action == "decorator_no_grad":
             assert isinstance(plan.node, cst.Decorator)
             self.replace[plan.node.decorator] = self._no_grad_for(plan.node.decorator)
+        elif plan.action == "add_inference_decorator":
+            assert isinstance(plan.node, cst.FunctionDef)
+            AddImportsVisitor.add_needed_import(self.context, "torch")
+            self.decorate.add(plan.node)
         else:  # pragma: no cover - a new action without a fixer is a programming error
             raise ValueError(f"unknown fix action {plan.action}")
 
@@ -321,6 +335,12 @@ class FixTransformer(cst.CSTTransformer):
             return replacement.with_changes(lpar=updated.lpar, rpar=updated.rpar) if hasattr(
                 updated, "lpar") else replacement
         return updated
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef):
+        if original_node not in self.decorate:
+            return updated_node
+        switch = cst.Call(func=cst.Attribute(value=cst.Name("torch"), attr=cst.Name("inference_mode")))
+        return updated_node.with_changes(decorators=[*updated_node.decorators, cst.Decorator(decorator=switch)])
 
     def leave_With(self, original_node: cst.With, updated_node: cst.With):
         drops = self.drop_item.get(original_node)

@@ -10,7 +10,8 @@ class Fix:
 
     actions: "unwrap_with" / "drop_with_item" (``at`` the with, ``items`` the inference-mode items),
     "null_context" (the switch call ``at``), "decorator_no_grad" (the decorator expression ``at``),
-    "unwrap_callable" (``at`` the call ``torch.inference_mode()(fn)``).
+    "unwrap_callable" (``at`` the call ``torch.inference_mode()(fn)``), "add_inference_decorator" (``at`` the
+    ``def`` of a function to run under ``@torch.inference_mode()``).
     """
 
     action: str
