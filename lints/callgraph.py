@@ -18,12 +18,17 @@ _GENERIC_METHODS = frozenset({"forward", "__call__", "__init__", "run", "apply",
                               "execute", "call", "process", "build", "setup", "init", "reset", "close"})
 
 
+# Callers that run a method named by their first argument, a literal string.
+_BY_NAME_CALLERS = frozenset({"call_method", "run_method", "invoke_method"})
+_BY_NAME_LIMIT = 8  # more methods of that name than this: too common a name to follow
+
+
 class Edge(NamedTuple):
     caller: str
     callee: str
     call: int  # index of the call in the caller (-1: a nested definition)
     line: int
-    how: str  # "call" | "argument" | "nested" | "loose"
+    how: str  # "call" | "argument" | "nested" | "loose" | "by-name"
 
 
 class CallGraph:
@@ -31,6 +36,37 @@ class CallGraph:
         self.project = project
         self._targets: dict[tuple[str, int, bool], list[str]] = {}
         self._edges: dict[tuple[str, bool], list[Edge]] = {}
+        self._runs: dict[str, list[Edge]] = {}
+        self._callers: Optional[dict[str, list[Edge]]] = None
+
+    def runs(self, fid: str) -> list[Edge]:
+        """Everything ``fid`` may run: the loose edges, and methods called by a literal name
+        (``collective_rpc("execute_model")``, ``getattr(worker, name)`` with the name spelt)."""
+        cached = self._runs.get(fid)
+        if cached is not None:
+            return cached
+        out = list(self.edges(fid, loose=True))
+        for index, call in enumerate(self.project.function(fid)["calls"]):
+            args = call[C_ARGS]
+            if not args or args[0][0] != "k" or not isinstance(args[0][1], str) or call[C_FUNC][0] != "n":
+                continue
+            leaf = callee_leaf(call[C_FUNC])
+            if "rpc" in leaf.lower() or leaf in _BY_NAME_CALLERS:
+                methods = self.project.methods_named(args[0][1])
+                if 0 < len(methods) <= _BY_NAME_LIMIT:
+                    out.extend(Edge(fid, target, index, call[C_LINE], "by-name") for target in methods)
+        self._runs[fid] = out
+        return out
+
+    def callers(self) -> dict[str, list[Edge]]:
+        """callee -> the ``runs`` edges into it, over the whole project (built once: every call is resolved)."""
+        if self._callers is None:
+            callers: dict[str, list[Edge]] = {}
+            for fid in self.project.functions:
+                for edge in self.runs(fid):
+                    callers.setdefault(edge.callee, []).append(edge)
+            self._callers = callers
+        return self._callers
 
     def call_targets(self, fid: str, index: int, loose: bool = False) -> list[str]:
         """Project functions that call ``index`` of ``fid`` runs."""
@@ -77,7 +113,8 @@ class CallGraph:
         if len(owners) != 1:
             return []
         symbol = self.project.resolve(fid, func[1])
-        if symbol is None or symbol.kind in (FUNC, CLASS, INSTANCE) or (symbol.kind == LOCAL and "." not in symbol.name):
+        if symbol is None or symbol.kind in (FUNC, CLASS, INSTANCE) or (
+                symbol.kind == LOCAL and "." not in symbol.name):
             return []  # known, or a callable local: not an object of unknown class
         return owners
 

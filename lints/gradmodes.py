@@ -22,7 +22,7 @@ from typing import NamedTuple, Optional
 from .callgraph import CallGraph, Edge
 from .project import Project
 from .regions import ENABLE_GRAD, INFERENCE, INFERENCE_OFF, NO_GRAD, PARAM_MODE, Mode, Regions
-from .summary import (C_ARGS, C_FUNC, C_GUARD, C_LINE, C_WITH, D_LINE, G_NAMES, G_PARENT, MODULE_SCOPE, W_LINE,
+from .summary import (C_FUNC, C_GUARD, C_WITH, D_LINE, G_NAMES, G_PARENT, MODULE_SCOPE, W_LINE,
                       callee_leaf, enclosing_withs)
 
 ON, OFF, UNKNOWN = "on", "off", "unknown"
@@ -57,30 +57,8 @@ class GradModes:
         self.entry_state = entry_state
         self.states: dict[str, dict[str, Step]] = {}  # function -> state -> first step
         self._callers: dict[str, list[Edge]] = {}
-        self._edges: dict[str, list[Edge]] = {}
         self._param_modes: dict[tuple[str, str], tuple[Mode, ...]] = {}
         self._solve()
-
-    # the graph ------------------------------------------------------------------------
-    def edges(self, fid: str) -> list[Edge]:
-        """What ``fid`` runs: the call graph's edges (those of objects of unknown class too, where one project
-        class alone has the method) and methods called by a literal name (``collective_rpc("execute_model")``)."""
-        cached = self._edges.get(fid)
-        if cached is not None:
-            return cached
-        out = list(self.graph.edges(fid, loose=True))
-        fn = self.project.function(fid)
-        for index, call in enumerate(fn["calls"]):
-            args = call[C_ARGS]
-            if not args or args[0][0] != "k" or not isinstance(args[0][1], str) or call[C_FUNC][0] != "n":
-                continue
-            leaf = callee_leaf(call[C_FUNC])
-            if "rpc" in leaf.lower() or leaf in ("call_method", "run_method", "getattr"):
-                methods = self.project.methods_named(args[0][1])
-                if 0 < len(methods) <= 8:
-                    out.extend(Edge(fid, target, index, call[C_LINE], "by-name") for target in methods)
-        self._edges[fid] = out
-        return out
 
     # layers: what a function switches around a fact ------------------------------------
     def layers(self, fid: str, with_index: int) -> list[tuple[tuple[Mode, ...], int]]:
@@ -135,9 +113,7 @@ class GradModes:
     def _solve(self) -> None:
         project = self.project
         functions = list(project.functions)
-        for fid in functions:
-            for edge in self.edges(fid):
-                self._callers.setdefault(edge.callee, []).append(edge)
+        self._callers = self.graph.callers()
         queue: deque = deque()
         for fid in functions:
             fn = project.function(fid)
@@ -158,7 +134,7 @@ class GradModes:
             fn = self.project.function(fid)
             calls = fn["calls"]
             is_module = fn["name"] == MODULE_SCOPE
-            for edge in self.edges(fid):
+            for edge in self.graph.runs(fid):
                 call = calls[edge.call] if edge.call >= 0 else None
                 if call is not None and edge.how == "argument" and callee_leaf(call[C_FUNC]) in _FRESH_THREAD_LEAVES:
                     origin = Origin(fid, edge.line, f"a new thread or process (`{call[C_FUNC][1]}(...)`)")

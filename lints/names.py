@@ -21,6 +21,9 @@ SET_GRAD_ENABLED_NAMES = frozenset({"torch.set_grad_enabled", "torch.autograd.se
 C_INFERENCE_MODE = "torch._C._InferenceMode"
 # A bare reference used as a decorator (`@torch.inference_mode`) enables the mode.
 GRAD_MODE_CLASSES = {**{n: "inference_mode" for n in INFERENCE_MODE_NAMES}, **{n: "no_grad" for n in NO_GRAD_NAMES}}
+# nn.Module methods that return the module itself (the class of `Model(cfg).cuda()` is Model's).
+MODULE_RETURNING_METHODS = frozenset({"cuda", "cpu", "to", "half", "float", "double", "bfloat16", "eval", "train",
+                                      "requires_grad_", "to_empty", "share_memory", "apply", "xpu"})
 # Method names that platform wrappers use for a switch (`current_platform.inference_mode()`).
 SWITCH_LEAVES = frozenset({"inference_mode", "no_grad"})
 CONTEXTMANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})

@@ -22,8 +22,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.9/3.10 only
     import tomli as tomllib
 
-# Names that make a function a warm root by themselves.
-DEFAULT_PATH_PATTERNS = ("*warmup*", "*warm_up*", "*autotune*", "*dummy_run*", "*profile_run*")
+# Names that make a function a warm root by themselves (when it does some work: not arithmetic alone), model
+# loading included: it runs before serving, as warmup does.
+DEFAULT_PATH_PATTERNS = ("*warmup*", "*warm_up*", "*autotune*", "*dummy_run*", "*profile_run*", "load_weights",
+                         "load_model", "process_weights_after_loading")
 # Names that count only where graph or autotune use confirms them (K/V "capture" is not graph capture).
 DEFAULT_CAPTURE_PATTERNS = ("*capture*", "*cuda_graph*", "*graph_capture*")
 # Classes whose capture-pattern methods are confirmed without visible graph use.

@@ -28,7 +28,13 @@ from .project import EXTERNAL, Project
 from .regions import INFERENCE, INFERENCE_OFF, NO_GRAD, Regions
 from .summary import C_FUNC, C_LINE, C_WITH, D_LINE, MODULE_SCOPE, R_VALUE, W_LINE, callee_leaf, enclosing_withs
 
-WARM, SERVING = "warm", "serving"
+WARM, SERVING, ENTRY = "warm", "serving", "entry"
+# Calls that do no work a grad mode matters to: a warm-named function making only these (arithmetic over
+# floats, list building) is not warm.
+_NO_WORK_CALLS = frozenset({"abs", "min", "max", "len", "range", "int", "float", "round", "sum", "list", "dict",
+                            "tuple", "set", "isinstance", "print", "sorted", "enumerate", "zip", "str", "bool",
+                            "append", "extend", "items", "keys", "values", "get", "format", "join", "split"})
+_NO_WORK_MODULES = ("math.", "logger.", "logging.", "log.", "time.", "os.")
 
 
 class Root(NamedTuple):
@@ -68,6 +74,12 @@ class Phases:
         self._find_roots()
         self.warm = self._reach(self.roots, self.serving_roots)
         self.serving = self._reach(self.serving_roots, self.roots)
+        # what an entry point that is no warm root reaches (a library's API, a benchmark, a driver's main)
+        # before warm code: shared with warm code whatever its name, as serving code is
+        callers = graph.callers()
+        entries = {fid: Root(ENTRY, "no project code calls it") for fid in project.functions
+                   if fid not in callers and fid not in self.roots and fid not in self.serving_roots}
+        self.entry_reach = self._reach(entries, self.roots)
         self._inference_reach: Optional[dict[str, tuple[Origin, Reach]]] = None
         self._warm_roots: dict[str, str] = {}
 
@@ -177,7 +189,7 @@ class Phases:
             if (line := self._replays(fn)) is not None:
                 self.serving_roots[fid] = Root(SERVING, f"replays a CUDA graph at line {line}")
                 continue
-            if warm is not None:
+            if warm is not None and self._does_work(fid):
                 self.roots[fid] = Root(WARM, f"name `{name}` matches `{warm}`")
             elif (use := self.semantic_use(fid)) is not None:
                 self.roots[fid] = Root(WARM, use)
@@ -187,6 +199,26 @@ class Phases:
             confirmed = self._confirmed(fid)
             if confirmed:
                 self.roots[fid] = Root(WARM, f"name `{name}` matches `{pattern}` and {confirmed}")
+
+    def _does_work(self, fid: str, depth: int = 3) -> bool:
+        """Whether ``fid`` or what it calls (a few levels down) makes a call that is not arithmetic, list
+        building or logging: a model, a kernel, a tensor, an object of the project's."""
+        seen = {fid}
+        queue = deque([(fid, 0)])
+        while queue:
+            current, level = queue.popleft()
+            fn = self.project.function(current)
+            for call in fn["calls"]:
+                func = call[C_FUNC]
+                if func[0] != "n" or (callee_leaf(func) not in _NO_WORK_CALLS
+                                      and not func[1].startswith(_NO_WORK_MODULES)):
+                    return True
+            if level < depth:
+                for edge in self.graph.edges(current):
+                    if edge.callee not in seen:
+                        seen.add(edge.callee)
+                        queue.append((edge.callee, level + 1))
+        return False
 
     def _reach(self, roots: dict[str, Root], stops: dict[str, Root]) -> dict[str, Reach]:
         reach = {fid: Reach(None, 0) for fid in roots}
@@ -201,7 +233,7 @@ class Phases:
 
     # phases --------------------------------------------------------------------------
     def is_warm_only(self, fid: str) -> bool:
-        return fid in self.warm and fid not in self.serving
+        return fid in self.warm and fid not in self.serving and fid not in self.entry_reach
 
     def is_warm(self, fid: str) -> bool:
         return fid in self.warm

@@ -11,7 +11,7 @@ from typing import Iterable, Iterator, NamedTuple, Optional
 
 from . import names
 
-from .summary import A_OP, A_TARGET, A_VALUE, C_ARGS, C_FUNC, MODULE_SCOPE, R_VALUE, R_YIELD
+from .summary import A_OP, A_TARGET, A_VALUE, C_ARGS, C_FUNC, MODULE_SCOPE, R_VALUE, R_YIELD, method_call
 
 # What a name may denote.
 FUNC, CLASS, MODULE, EXTERNAL, INSTANCE, LOCAL, PARAM, GLOBAL, FIELD = (
@@ -146,6 +146,7 @@ class Project:
         for klass in self.mro(cid):
             types = self._field_types.get(klass)
             if types is None:
+                self._field_types[klass] = {}  # guards `self.model = self.model.to(device)`
                 types = self._field_types[klass] = self._collect_field_types(klass)
             if field in types:
                 return types[field]
@@ -249,6 +250,12 @@ class Project:
             return None
         if value[0] == "c":
             func = self.function(fid)["calls"][value[1]][C_FUNC]
+            receiver, method = method_call(func)
+            if receiver is not None and method in names.MODULE_RETURNING_METHODS:
+                # `Model(cfg).cuda()`, `self.model.to(device).eval()`: an nn.Module's own methods give it back
+                cls = self.class_of_value(fid, receiver, depth + 1, factories)
+                if cls is not None and self.method(cls, method) is None:
+                    return cls
             if func[0] == "n":
                 symbol = self.resolve(fid, func[1])
                 if symbol is not None and symbol.kind == CLASS:

@@ -127,6 +127,40 @@ EVERY_CALL = {
         "    main()\n",
 }
 
+# The model's class survives `.to(...)` and `.eval()`: warmup reaches its lazy buffer through `self.model(x)`.
+TYPES = {
+    "engine/__init__.py": "",
+    "engine/model.py":
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self._out = None\n"
+        "    def forward(self, x):\n"
+        "        if self._out is None:\n"
+        "            self._out = torch.empty_like(x)  # expect: GM202:13\n"
+        "        self._out.copy_(x)\n"
+        "        return self._out\n",
+    "engine/runner.py":
+        "import torch\n"
+        "from engine.model import Model\n"
+        "class Runner:\n"
+        "    def __init__(self):\n"
+        "        self.model = Model().to('cpu').eval()\n"
+        "    def warmup(self, x):\n"
+        "        with torch.inference_mode():  # expect: GM101:14\n"
+        "            self.model(x)\n"
+        "    @torch.no_grad()\n"
+        "    def execute_model(self, x):\n"
+        "        return self.model(x)\n"
+        "def main():\n"
+        "    runner = Runner()\n"
+        "    runner.warmup(torch.ones(4))\n"
+        "    print(runner.execute_model(torch.ones(4)).tolist())\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n",
+}
+
 FIXED = {
     # the upstream fix of the reverse direction: the capture entry runs under inference mode too
     "reverse": (REVERSE, "engine/runner.py", "    def capture(self, x):  # expect: GM106:5\n",
@@ -137,9 +171,12 @@ FIXED = {
     "every-call": (EVERY_CALL, "engine/scratch.py", "            self._buf = torch.empty(n)  # expect: GM202:13\n"
                    "        self._buf.zero_()\n", "            self._buf = torch.empty(n)\n"
                    "            self._buf.zero_()\n"),
+    # the upstream fix of SGLang #33470: warmup lets the caller's grad mode decide
+    "types": (TYPES, "engine/runner.py", "        with torch.inference_mode():  # expect: GM101:14\n",
+              "        with torch.no_grad():\n"),
 }
-MAIN = {"reverse": "engine.main", "stages": "engine.pipeline", "every-call": "engine.driver"}
-SHAPES = {"reverse": REVERSE, "stages": STAGES, "every-call": EVERY_CALL}
+MAIN = {"reverse": "engine.main", "stages": "engine.pipeline", "every-call": "engine.driver", "types": "engine.runner"}
+SHAPES = {"reverse": REVERSE, "stages": STAGES, "every-call": EVERY_CALL, "types": TYPES}
 
 
 def fixed(shape: str) -> dict[str, str]:

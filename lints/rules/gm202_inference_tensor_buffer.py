@@ -331,16 +331,16 @@ class LazyBufferBecomesInferenceTensor(Rule):
                      f"outside inference mode: {modes.describe(off)}",
                      *(f"  {step}" for step in modes.chain(mutation.fid, OFF)),
                      f"fix: {_which_side(modes, on, off)}")
-            yield self.finding(analysis, alloc.fid, alloc.line, alloc.col,
-                               f"`{alloc.key.text()}` allocated under inference mode, updated in place outside it", notes)
+            message = f"`{alloc.key.text()}` allocated under inference mode, updated in place outside it"
+            yield self.finding(analysis, alloc.fid, alloc.line, alloc.col, message, notes)
 
 
 def _which_side(modes: GradModes, on: Origin, off: Origin) -> str:
     """The change that makes both sides agree: drop the inference mode where the update runs with grad-mode
     switches of its own (no_grad), or enter it where the update runs with none (its entry, a thread)."""
     if off.text.startswith(("no grad-mode context", "its callers", "a new thread")):
-        return (f"run the update's path under inference mode too (e.g. `@torch.inference_mode()` at its entry), "
-                f"or allocate under `torch.inference_mode(False)`")
+        return ("run the update's path under inference mode too (e.g. `@torch.inference_mode()` at its entry), "
+                "or allocate under `torch.inference_mode(False)`")
     return (f"drop the inference mode at {modes.project.where(on.fid, on.line)} (let the caller's grad mode "
             f"decide), or allocate under "
             f"`torch.inference_mode(False)`")
