@@ -606,6 +606,15 @@ def summarize_source(source: SourceFile, module: str, is_package: bool) -> Union
     try:
         return summarize(source.text, source.path, module, is_package)
     except SyntaxError as exc:
+        # syntax newer than this interpreter's (PEP 695, PEP 701): summarised from libcst's reading
+        from .newer_syntax import downlevel  # libcst is slow to import: only for such files
+
+        newer = downlevel(source.text)
+        if newer is not None:
+            try:
+                return summarize(newer, source.path, module, is_package)
+            except SyntaxError:
+                pass
         return FileError(source.path, f"syntax error at line {exc.lineno}, column {exc.offset}: {exc.msg}")
     except (RecursionError, MemoryError):
         return FileError(source.path, "cannot analyze: expressions nested too deeply")

@@ -24,8 +24,8 @@ else:  # pragma: no cover - exercised on 3.9/3.10 only
 
 # Names that make a function a warm root by themselves (when it does some work: not arithmetic alone), model
 # loading included: it runs before serving, as warmup does.
-DEFAULT_PATH_PATTERNS = ("*warmup*", "*warm_up*", "*autotune*", "*dummy_run*", "*profile_run*", "load_weights",
-                         "load_model", "process_weights_after_loading")
+LOADING_PATTERNS = ("load_weights", "post_load_weights", "load_model", "*after_loading*")
+DEFAULT_PATH_PATTERNS = ("*warmup*", "*warm_up*", "*autotune*", "*dummy_run*", "*profile_run*", *LOADING_PATTERNS)
 # Names that count only where graph or autotune use confirms them (K/V "capture" is not graph capture).
 DEFAULT_CAPTURE_PATTERNS = ("*capture*", "*cuda_graph*", "*graph_capture*")
 # Classes whose capture-pattern methods are confirmed without visible graph use.

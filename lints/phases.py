@@ -23,7 +23,7 @@ from typing import NamedTuple, Optional
 from . import names
 from .callgraph import CallGraph
 from .globs import name_match, path_match, relative_to
-from .options import Config
+from .options import LOADING_PATTERNS, Config
 from .project import EXTERNAL, Project
 from .regions import INFERENCE, INFERENCE_OFF, NO_GRAD, Regions
 from .summary import C_FUNC, C_LINE, C_WITH, D_LINE, MODULE_SCOPE, R_VALUE, W_LINE, callee_leaf, enclosing_withs
@@ -40,6 +40,7 @@ _NO_WORK_MODULES = ("math.", "logger.", "logging.", "log.", "time.", "os.")
 class Root(NamedTuple):
     kind: str
     why: str
+    loading: bool = False  # model loading: weights are made there under no_grad by design
 
 
 class Reach(NamedTuple):
@@ -190,7 +191,7 @@ class Phases:
                 self.serving_roots[fid] = Root(SERVING, f"replays a CUDA graph at line {line}")
                 continue
             if warm is not None and self._does_work(fid):
-                self.roots[fid] = Root(WARM, f"name `{name}` matches `{warm}`")
+                self.roots[fid] = Root(WARM, f"name `{name}` matches `{warm}`", warm in LOADING_PATTERNS)
             elif (use := self.semantic_use(fid)) is not None:
                 self.roots[fid] = Root(WARM, use)
             elif capture is not None:
@@ -259,6 +260,10 @@ class Phases:
         for link in chain:
             self._warm_roots[link] = root
         return root
+
+    def is_loading_only(self, fid: str) -> bool:
+        """Reached from model loading alone (its root, down the first chain found)."""
+        return fid in self.warm and self.roots[self._warm_root(fid)].loading
 
     def reaches_warm(self, fid: str, depth: int = 4) -> Optional[str]:
         """A warm root that ``fid`` runs (itself included), following calls a few levels down."""

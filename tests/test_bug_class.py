@@ -266,3 +266,40 @@ def test_unknown_entry_makes_no_finding_unless_configured(tmp_path):
     files["plugin/layer.py"] = files["plugin/layer.py"].replace("torch.no_grad()", "torch.inference_mode(False)")
     run = lint_run(tmp_path / "off", files, Config(entry_grad_mode="inference_mode"))
     assert [(f.code, f.path, f.line) for f in run.findings] == [("GM202", "plugin/layer.py", 7)]
+
+
+NEWER_SYNTAX = {
+    "engine/__init__.py": "",
+    "engine/pool.py":
+        "import torch\n"
+        "type Shape = tuple[\n"
+        "    int, ...]\n"
+        "class Pool[T]:\n"
+        "    def __init__(self):\n"
+        "        self._buf = None\n"
+        "    def get[U](self, n: U) -> torch.Tensor:\n"
+        "        label = f\"{'pool'} {{n}} {f\"{n:>{4}}\"}\"\n"
+        "        if self._buf is None:\n"
+        "            self._buf = torch.zeros(n)  # expect: GM202:13\n"
+        "        return self._buf\n",
+    "engine/run.py":
+        "import torch\n"
+        "from engine.pool import Pool\n"
+        "POOL = Pool()\n"
+        "@torch.inference_mode()\n"
+        "def generate(x):\n"
+        "    return POOL.get(4) + x\n"
+        "def main():\n"
+        "    generate(torch.ones(4))\n"
+        "    POOL.get(4).add_(1)\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n",
+}
+
+
+def test_syntax_newer_than_the_interpreter_is_summarised_in_place(tmp_path):
+    """PEP 695 aliases and type parameters and a PEP 701 f-string (quotes nested in their own kind): on
+    Python 3.11 `ast` refuses the file; libcst reads it, and the finding is at the file's own line."""
+    run = lint_run(tmp_path, NEWER_SYNTAX, Config())
+    assert not run.errors, run.errors
+    assert as_set(run.findings) == expected_in_files(NEWER_SYNTAX)

@@ -9,7 +9,8 @@ from ..analysis import ProjectAnalysis, Switch
 def mismatched_warm_functions(analysis: ProjectAnalysis, mode: str) -> Iterator[str]:
     """Warm-only functions where a ``mode`` switch disagrees with the serving grad mode that applies there."""
     serving = "no_grad" if mode == "inference_mode" else "inference_mode"
-    return (fid for fid in analysis.warm_functions() if analysis.serving_mode_for(fid).mode == serving)
+    return (fid for fid in analysis.warm_functions() if analysis.serving_mode_for(fid).mode == serving
+            and not (mode == "no_grad" and analysis.phases.is_loading_only(fid)))  # weights load under no_grad
 
 
 def warm_switches(analysis: ProjectAnalysis, mode: str) -> Iterator[tuple[Switch, str]]:

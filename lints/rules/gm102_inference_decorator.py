@@ -20,6 +20,21 @@ class InferenceModeDecoratorOnWarmPath(Rule):
     FIX = "Replace torch's decorator with `@torch.no_grad()` (dropping it would let warmup build autograd graphs)."
     TORCH_NAMES = ("torch.inference_mode", "torch.autograd.inference_mode")
     INVALID = (
+        # a kernel precompiled after model loading, before serving under no_grad (SGLang's Kimi-K3)
+        {"engine/kernels.py":
+            "import torch\n"
+            "@torch.inference_mode()  # expect: GM102:2\n"
+            "def precompile_recompute_kernel(n):\n"
+            "    return torch.zeros(n)\n",
+         "engine/model.py":
+            "import torch\n"
+            "from engine.kernels import precompile_recompute_kernel\n"
+            "class Model:\n"
+            "    def post_load_weights(self):\n"
+            "        precompile_recompute_kernel(8)\n"
+            "    @torch.no_grad()\n"
+            "    def execute_model(self, batch):\n"
+            "        return batch\n"},
         "import torch\n"
         "@torch.inference_mode()  # expect: GM102:2\n"
         "def kernel_warmup(model):\n"

@@ -31,6 +31,16 @@ class NoGradInWarmPathWithInferenceServing(Rule):
         "                self.model(self.batch)\n",
     )
     VALID = (
+        # model loading makes weights under no_grad by design
+        "import torch\n"
+        "class Worker:\n"
+        "    @torch.inference_mode()\n"
+        "    def execute_model(self, batch):\n"
+        "        return self.model(batch)\n"
+        "    def load_weights(self, weights):\n"
+        "        with torch.no_grad():\n"
+        "            for name, w in weights:\n"
+        "                self.params[name].copy_(w)\n",
         "import torch\n"
         "class Worker:\n"
         "    @torch.inference_mode()\n"
