@@ -41,6 +41,7 @@ class Root(NamedTuple):
     kind: str
     why: str
     loading: bool = False  # model loading: weights are made there under no_grad by design
+    capture: bool = False  # captures a CUDA graph or autotunes (seen in the code, not only named so)
 
 
 class Reach(NamedTuple):
@@ -193,13 +194,13 @@ class Phases:
             if warm is not None and self._does_work(fid):
                 self.roots[fid] = Root(WARM, f"name `{name}` matches `{warm}`", warm in LOADING_PATTERNS)
             elif (use := self.semantic_use(fid)) is not None:
-                self.roots[fid] = Root(WARM, use)
+                self.roots[fid] = Root(WARM, use, capture=True)
             elif capture is not None:
                 candidates.append((fid, name, capture))
         for fid, name, pattern in candidates:
             confirmed = self._confirmed(fid)
             if confirmed:
-                self.roots[fid] = Root(WARM, f"name `{name}` matches `{pattern}` and {confirmed}")
+                self.roots[fid] = Root(WARM, f"name `{name}` matches `{pattern}` and {confirmed}", capture=True)
 
     def _does_work(self, fid: str, depth: int = 3) -> bool:
         """Whether ``fid`` or what it calls (a few levels down) makes a call that is not arithmetic, list

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..analysis import ProjectAnalysis
+from ..options import LOADING_PATTERNS
 from ..model import Finding, Fix
 from ..globs import name_match
 from ..regions import INFERENCE
@@ -51,6 +52,18 @@ class WarmPathCalledUnderInferenceMode(Rule):
             "        warm.warmup(model)  # expect: GM104:9\n"},
     )
     VALID = (
+        # model loading called under inference mode (a test of the loaded model): no warmup to unwrap
+        "import torch\n"
+        "class Model:\n"
+        "    def load_weights(self, weights):\n"
+        "        self.w = torch.zeros(4)\n"
+        "    @torch.no_grad()\n"
+        "    def execute_model(self, x):\n"
+        "        return x + self.w\n"
+        "@torch.inference_mode()\n"
+        "def test_reload(model: Model):\n"
+        "    model.load_weights({})\n"
+        "    model.load_model()\n",
         "import torch\n"
         "def main(runner):\n"
         "    with torch.no_grad():\n"
@@ -81,12 +94,13 @@ class WarmPathCalledUnderInferenceMode(Rule):
                     if phases.is_context_factory(target):
                         continue  # building a context runs nothing; the caller's block runs under it
                     warm = phases.reaches_warm(target)
-                    if warm is not None:
+                    if warm is not None and not phases.roots[warm].loading:  # a test may load under it
                         warm_calls[index] = warm
                         break
                 func = call[C_FUNC]
                 if not targets and func[0] == "n" and (pattern := name_match(callee_leaf(func),
-                                                                         analysis.config.path_patterns)):
+                                                                         analysis.config.path_patterns)) \
+                        and pattern not in LOADING_PATTERNS:
                     names_only[index] = f"`{func[1]}()` matches `{pattern}` (its class is not known)"
                     warm_calls[index] = ""
             if not warm_calls:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..analysis import ProjectAnalysis
-from ..gradmodes import OFF
+from ..gradmodes import OFF, ON
 from ..model import Finding, Fix
 from ..regions import INFERENCE
 from ..rule import Rule
@@ -45,18 +45,38 @@ class WarmPathOutsideInferenceMode(Rule):
             "    runner.execute_model(x)\n"
             "if __name__ == '__main__':\n"
             "    main(None)\n"},
-        # under no_grad: a no_grad capture beside inference-mode serving (GM105 says so at the switch)
+        # started on a thread (grad-mode switches are thread-local): it runs with none, after warmup under one
         "import threading, torch\n"
         "class Worker:\n"
         "    @torch.inference_mode()\n"
         "    def execute_model(self, batch):\n"
         "        return self.model(batch)\n"
+        "    @torch.inference_mode()\n"
+        "    def kernel_warmup(self):\n"
+        "        self.model(self.batch)\n"
         "    def start(self):\n"
-        "        threading.Thread(target=self.kernel_warmup).start()\n"
-        "    def kernel_warmup(self):  # expect: GM106:5\n"
-        "        self.model(self.batch)\n",
+        "        self.kernel_warmup()\n"
+        "        threading.Thread(target=self.capture_graphs).start()\n"
+        "    def capture_graphs(self):  # expect: GM106:5\n"
+        "        with torch.cuda.graph(self.graph):\n"
+        "            self.model(self.batch)\n",
     )
     VALID = (
+        # a warmup that no inference-mode warmup precedes (a benchmark script): what it makes is a normal
+        # tensor; and model loading, which runs outside inference mode by design
+        "import torch\n"
+        "class Worker:\n"
+        "    @torch.inference_mode()\n"
+        "    def execute_model(self, batch):\n"
+        "        return self.model(batch)\n"
+        "    def load_weights(self, weights):\n"
+        "        self.model.load_state_dict(weights)\n"
+        "def bench_warmup(worker):\n"
+        "    worker.model(worker.batch)\n"
+        "if __name__ == '__main__':\n"
+        "    worker = Worker()\n"
+        "    worker.load_weights({})\n"
+        "    bench_warmup(worker)\n",
         # the fix: the capture entry runs under inference mode, as warmup and serving do
         {"engine/runner.py":
             "import torch\n"
@@ -113,8 +133,24 @@ class WarmPathOutsideInferenceMode(Rule):
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
         phases, modes, project = analysis.phases, analysis.modes, analysis.project
+
+        def runs_under_inference(fid: str) -> bool:
+            return any(ON in modes.at(fid, call[C_WITH]) for call in project.function(fid)["calls"])
+
+        def group(fid: str) -> str:
+            return project.class_of(fid) or project.path_of(fid)
+
+        warm_under_inference = [fid for fid, root in phases.roots.items() if not root.loading
+                                and runs_under_inference(fid)]
+        if not warm_under_inference:
+            return  # no warmup under inference mode: a buffer a warm path makes outside it is a normal tensor
+        groups = {group(fid) for fid in warm_under_inference}
         for fid in sorted(phases.roots):
-            if not phases.is_warm_only(fid) or analysis.serving_mode_for(fid).mode != INFERENCE:
+            root = phases.roots[fid]
+            if root.loading or not phases.is_warm_only(fid) or analysis.serving_mode_for(fid).mode != INFERENCE:
+                continue
+            # a capture after an inference-mode warmup anywhere; another warm path beside one of its own
+            if not root.capture and group(fid) not in groups:
                 continue
             step = modes.states.get(fid, {}).get(OFF)
             if step is None or (step.parent is not None and phases.is_warm(step.parent)):
@@ -123,8 +159,12 @@ class WarmPathOutsideInferenceMode(Rule):
             if not any(OFF in modes.at(fid, call[C_WITH]) for call in calls):
                 continue  # it switches inference mode on around all it runs
             fn = project.function(fid)
+            warmup = next(w for w in warm_under_inference if root.capture or group(w) == group(fid))
             notes = (phases.why_warm(fid), f"outside inference mode: {modes.describe(step.origin)}",
-                     *(f"  {s}" for s in modes.chain(fid, OFF)), analysis.serving_mode_for(fid).evidence)
+                     *(f"  {s}" for s in modes.chain(fid, OFF)),
+                     f"warmup under inference mode: {project.label(warmup)} at "
+                     f"{project.where(warmup, project.function(warmup)['line'])}",
+                     analysis.serving_mode_for(fid).evidence)
             yield self.finding(analysis, fid, fn["line"], fn["col"],
                                f"warm path {project.label(fid)} runs outside inference mode; serving runs under it",
                                notes, (Fix("add_inference_decorator", (fn["line"], fn["col"]), safe=False),))
