@@ -10,6 +10,17 @@ from ..rule import Rule
 from ..summary import C_WITH
 
 
+# The driver of the runner examples: warmup, then the capture, then serving, with no grad-mode context.
+_MAIN = ("from engine.runner import Runner\n"
+         "def main(x):\n"
+         "    runner = Runner()\n"
+         "    runner.warmup(x)\n"
+         "    runner.capture(x)\n"
+         "    runner.execute_model(x)\n"
+         "if __name__ == '__main__':\n"
+         "    main(None)\n")
+
+
 class WarmPathOutsideInferenceMode(Rule):
     CODE = "GM106"
     NAME = "warm-path-outside-inference-mode"
@@ -36,15 +47,7 @@ class WarmPathOutsideInferenceMode(Rule):
             "    def capture(self, x):  # expect: GM106:5\n"
             "        with torch.cuda.graph(self.graph):\n"
             "            self.model(x)\n",
-         "engine/main.py":
-            "from engine.runner import Runner\n"
-            "def main(x):\n"
-            "    runner = Runner()\n"
-            "    runner.warmup(x)\n"
-            "    runner.capture(x)\n"
-            "    runner.execute_model(x)\n"
-            "if __name__ == '__main__':\n"
-            "    main(None)\n"},
+         "engine/main.py": _MAIN},
         # started on a thread (grad-mode switches are thread-local): it runs with none, after warmup under one
         "import threading, torch\n"
         "class Worker:\n"
@@ -91,15 +94,7 @@ class WarmPathOutsideInferenceMode(Rule):
             "    def capture(self, x):\n"
             "        with torch.cuda.graph(self.graph):\n"
             "            self.model(x)\n",
-         "engine/main.py":
-            "from engine.runner import Runner\n"
-            "def main(x):\n"
-            "    runner = Runner()\n"
-            "    runner.warmup(x)\n"
-            "    runner.capture(x)\n"
-            "    runner.execute_model(x)\n"
-            "if __name__ == '__main__':\n"
-            "    main(None)\n"},
+         "engine/main.py": _MAIN},
         # a capture no project code calls: its host decides; an engine serving under no_grad is consistent
         "import torch\n"
         "class Runner:\n"
