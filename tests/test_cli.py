@@ -182,7 +182,7 @@ def test_explain_and_rules(run):
     assert run("lints", "explain").returncode == 2
     listing = run("lints", "rules").stdout
     assert "GM201" in listing and "(opt-in)" in listing
-    assert len(listing.splitlines()) == 7
+    assert len(listing.splitlines()) == 8
 
 
 def test_no_path_is_the_current_folder(tmp_path, run):

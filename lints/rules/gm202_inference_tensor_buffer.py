@@ -34,14 +34,16 @@ class LazyBufferBecomesInferenceTensor(Rule):
     CODE = "GM202"
     NAME = "lazy-buffer-becomes-inference-tensor"
     SEVERITY = "error"
-    SUMMARY = "a lazily allocated buffer first allocated under inference mode on a warm path, updated in place " \
-              "elsewhere: the crash"
-    RATIONALE = ("The buffer is allocated the first time warmup/autotune/capture runs, under inference mode, so it "
-                 "is an inference tensor for good; its in-place update during serving or capture, outside "
-                 f"inference mode, raises {_ERROR}. The finding names the allocation, the inference-mode region "
-                 "and the update, with the call chain. Not reported: an allocation under "
+    SUMMARY = "a lazily allocated buffer that may be allocated under inference mode and is updated in place " \
+              "outside it: the crash"
+    RATIONALE = ("Whatever the functions are called: the buffer is allocated on the first call that needs it; when "
+                 "that call may run under inference mode, it is an inference tensor for good, and its in-place update "
+                 f"on a path that runs outside inference mode raises {_ERROR}. The grad mode of each side is followed "
+                 "along every call chain, from program and thread entries (grad enabled), switches and decorators; a "
+                 "side whose mode is unknown (an API no project code calls) makes no finding. The finding names the "
+                 "allocation, both chains, and the side to change. Not reported: an allocation under "
                  "`torch.inference_mode(False)`, a buffer written only by kernels (Triton, CUDA, JIT write through "
-                 "pointers), and an update in the same call as the allocation.")
+                 "pointers), and an update inside the allocation's own guard (it runs only on the allocating call).")
     FIX = "fix the GM1xx finding on the warm path (the codemod does), or allocate under torch.inference_mode(False)"
     TORCH_NAMES = ("torch.empty", "torch.zeros", "torch.inference_mode")
     INVALID = (
