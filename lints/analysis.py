@@ -11,13 +11,13 @@ from typing import Iterable, NamedTuple, Optional
 from . import names
 from .buffers import Buffers
 from .callgraph import CallGraph
-from .gradmodes import ENTRY_STATES, GradModes
+from .gradmodes import ENTRY_STATES, ON, GradModes
 from .options import Config
 from .phases import Phases
 from .project import EXTERNAL, Project
-from .regions import INFERENCE, Mode, Regions
+from .regions import INFERENCE, NO_GRAD, Mode, Regions
 from .summary import (C_ARGS, C_COL, C_FUNC, C_KWARGS, C_LINE, C_WITH, D_COL, D_EXPR, D_LINE, I_COL, I_EXPR, I_LINE,
-                      R_WITH, R_YIELD, W_ENTER, W_ITEMS, enclosing_withs)
+                      R_WITH, R_YIELD, W_ENTER, W_ITEMS, W_LINE, enclosing_withs)
 
 
 class ServingMode(NamedTuple):
@@ -51,7 +51,7 @@ class ProjectAnalysis:
         if serving_config_set:
             self.serving = ServingMode(config.serving_grad_mode, "config", "serving-grad-mode in the configuration")
         else:
-            mode, evidence = self.phases.infer_serving_mode()
+            mode, evidence = self._infer_serving_mode()
             self.serving = ServingMode(mode, "inferred", evidence)
 
     @functools.cached_property
@@ -62,7 +62,7 @@ class ProjectAnalysis:
             cid = self.project.class_of(fid)
             if cid is None:
                 continue
-            explicit = self.phases.explicit_mode(fid)
+            explicit = self.explicit_mode(fid)
             if explicit is not None:
                 votes.setdefault(cid, []).append(explicit)
         out = {}
@@ -71,6 +71,44 @@ class ProjectAnalysis:
             off = [e for m, e in found if m != INFERENCE]
             out[cid] = (INFERENCE, on[0]) if len(on) > len(off) else ("no_grad", off[0]) if off else (INFERENCE, on[0])
         return out
+
+    def _infer_serving_mode(self) -> tuple[str, str]:
+        """(mode, evidence): inference_mode when serving roots set it explicitly more often than no_grad."""
+        on: list[str] = []
+        off: list[str] = []
+        for fid in sorted(self.phases.serving_roots):
+            evidence = self.explicit_mode(fid)
+            if evidence is None:
+                continue
+            (on if evidence[0] == INFERENCE else off).append(evidence[1])
+        if on and len(on) > len(off):
+            return INFERENCE, f"{len(on)} serving root(s) run under inference mode, e.g. {on[0]}" + (
+                f" ({len(off)} under no_grad)" if off else "")
+        if off:
+            return NO_GRAD, f"{len(off)} serving root(s) run under no_grad, e.g. {off[0]}" + (
+                f" ({len(on)} under inference mode)" if on else "")
+        return NO_GRAD, "the default: no serving root sets a grad mode the analysis can resolve"
+
+    def explicit_mode(self, fid: str) -> Optional[tuple[str, str]]:
+        """(mode, evidence) where serving root ``fid`` switches a grad mode itself, or a caller outside warm code
+        runs it under inference mode."""
+        project = self.project
+        for mode, dec in self.regions.decorator_modes(fid):
+            if mode.mode in (INFERENCE, NO_GRAD):
+                return mode.mode, f"{project.label(fid)} decorated {mode.via} at {project.where(fid, dec[D_LINE])}"
+        fn = project.function(fid)
+        for index, record in enumerate(fn["withs"]):
+            for modes in self.regions.with_modes(fid, index):
+                for mode in modes:
+                    if mode.mode in (INFERENCE, NO_GRAD):
+                        where = project.where(fid, record[W_LINE])
+                        return mode.mode, f"{project.label(fid)} enters {mode.via} at {where}"
+        step = self.modes.states.get(fid, {}).get(ON)
+        if step is not None and not any(self.phases.is_warm(caller) for caller, _, _ in self.modes.links(fid, ON)):
+            origin = step.origin
+            where = project.where(origin.fid, origin.line)
+            return INFERENCE, f"{project.label(fid)} called under {origin.text} at {where}"
+        return None
 
     def serving_mode_for(self, fid: str) -> ServingMode:
         """The serving grad mode that code in ``fid`` must agree with: its own class's serving entry points

@@ -147,20 +147,23 @@ class CallGraph:
         cached = self._edges.get(key)
         if cached is not None:
             return cached
+        if loose:  # the strict edges, with the loose ones of calls that have none, each after its call's
+            out = self.edges(fid)
+            strict_calls = {e.call for e in out if e.how == "call"}
+            calls = self.project.function(fid)["calls"]
+            extra = [Edge(fid, target, index, calls[index][C_LINE], "loose") for index in self._called(fid)
+                     if index not in strict_calls for target in self.call_targets(fid, index, loose=True)]
+            if extra:
+                out = sorted(out + extra, key=lambda e: (e.call < 0, e.call, _EDGE_ORDER[e.how]))
+            self._edges[key] = out
+            return out
         project = self.project
         summary, fn = project.functions[fid]
-        out: list[Edge] = []
-        # a decorator runs once, where the function is defined: not when it is called
-        decorators = {dec[D_EXPR][1] for dec in fn["dec"] if dec[D_EXPR][0] == "c"}
-        for index, call in enumerate(fn["calls"]):
-            if index in decorators:
-                continue
-            strict = self.call_targets(fid, index)
-            for target in strict:
+        out = []
+        for index in self._called(fid):
+            call = fn["calls"][index]
+            for target in self.call_targets(fid, index):
                 out.append(Edge(fid, target, index, call[C_LINE], "call"))
-            if loose and not strict:
-                for target in self.call_targets(fid, index, loose=True):
-                    out.append(Edge(fid, target, index, call[C_LINE], "loose"))
             for arg in [*call[C_ARGS], *call[C_KWARGS].values()]:
                 if arg[0] == "n":
                     target = self.function_ref(fid, arg)
@@ -171,3 +174,13 @@ class CallGraph:
             out.append(Edge(fid, target, -1, project.function(target)["line"], "nested"))
         self._edges[key] = out
         return out
+
+    def _called(self, fid: str) -> list[int]:
+        """The indices of the calls ``fid`` makes when it runs: a decorator runs once, where the function is
+        defined, not when it is called."""
+        fn = self.project.function(fid)
+        decorators = {dec[D_EXPR][1] for dec in fn["dec"] if dec[D_EXPR][0] == "c"}
+        return [index for index in range(len(fn["calls"])) if index not in decorators]
+
+
+_EDGE_ORDER = {"call": 0, "loose": 1, "argument": 2, "nested": 3}

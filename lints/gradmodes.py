@@ -15,7 +15,6 @@ where the state was set. The fixpoint visits each (function, state) pair once.
 """
 from __future__ import annotations
 
-import functools
 from collections import deque
 from typing import NamedTuple, Optional
 
@@ -164,31 +163,31 @@ class GradModes:
                 out.setdefault(state, (origin, incoming))
         return out
 
-    def chain(self, fid: str, state: str, limit: int = 8) -> list[str]:
-        """`A calls B at path:line` steps down to ``fid`` running in ``state``, from the function that set it."""
-        steps: list[str] = []
+    def links(self, fid: str, state: str, limit: int = 64) -> list[tuple[str, str, int]]:
+        """(caller, callee, line of the call) down to ``fid`` running in ``state``, from the function that set it."""
+        out: list[tuple[str, str, int]] = []
         current, seen = fid, set()
-        while current not in seen and len(steps) < limit:
+        while current not in seen and len(out) < limit:
             seen.add(current)
             step = self.states.get(current, {}).get(state)
             if step is None or step.parent is None:
                 break
-            steps.append(f"{self.project.label(step.parent)} calls {self.project.label(current)} at "
-                         f"{self.project.where(step.parent, step.line)}")
+            out.append((step.parent, current, step.line))
             if step.parent == step.origin.fid:
                 break
             # the caller ran in whichever state this one came from: follow the one that set the origin
             parent_states = self.states.get(step.parent, {})
             state = next((s for s, st in parent_states.items() if st.origin == step.origin), state)
             current = step.parent
-        return list(reversed(steps))
+        return list(reversed(out))
+
+    def chain(self, fid: str, state: str, limit: int = 8) -> list[str]:
+        """`A calls B at path:line` steps down to ``fid`` running in ``state``, from the function that set it."""
+        return [f"{self.project.label(caller)} calls {self.project.label(callee)} at {self.project.where(caller, line)}"
+                for caller, callee, line in self.links(fid, state)[-limit:]]
 
     def describe(self, origin: Origin) -> str:
         return f"{origin.text} in {self.project.label(origin.fid)} at {self.project.where(origin.fid, origin.line)}"
-
-    @functools.cached_property
-    def entry_count(self) -> int:
-        return sum(1 for fid in self.project.functions if fid not in self._callers)
 
 
 def _switch(mode: Mode, fid: str, line: int, current: list[tuple[str, Origin]]) -> list[tuple[str, Origin]]:

@@ -9,10 +9,8 @@ it calls, or in its class, or where its class matches ``class-patterns``. Servin
 set of root kinds that reach it; warm reach stops at serving roots and serving reach at warm
 roots (serving that lazily runs warmup still runs warmup). Rules fire on warm-only code.
 
-Inference-mode reach follows calls from every inference-mode region (a ``with`` or a decorator),
-stopping at ``inference_mode(False)`` regions; it tells which allocations run under inference
-mode, from which region, by which chain. The serving grad mode is inferred from the modes the
-serving roots set explicitly.
+Which grad mode each function runs under is ``lints.gradmodes``'s; the serving grad mode is the
+analysis's (``lints.analysis``).
 """
 from __future__ import annotations
 
@@ -25,8 +23,8 @@ from .callgraph import CallGraph
 from .globs import name_match, path_match, relative_to
 from .options import LOADING_PATTERNS, Config
 from .project import EXTERNAL, Project
-from .regions import INFERENCE, INFERENCE_OFF, NO_GRAD, Regions
-from .summary import C_FUNC, C_LINE, C_WITH, D_LINE, MODULE_SCOPE, R_VALUE, W_LINE, callee_leaf, enclosing_withs
+from .regions import INFERENCE, Regions
+from .summary import C_FUNC, C_LINE, D_LINE, MODULE_SCOPE, R_VALUE, W_LINE, callee_leaf, enclosing_withs
 
 WARM, SERVING, ENTRY = "warm", "serving", "entry"
 # Calls that do no work a grad mode matters to: a warm-named function making only these (arithmetic over
@@ -51,13 +49,12 @@ class Reach(NamedTuple):
     line: int
 
 
-class Origin(NamedTuple):
-    """An inference-mode region that code runs under."""
+class Region(NamedTuple):
+    """An inference-mode region: a with block or a decorator."""
 
     fid: str  # the function holding the region
     line: int  # where the mode is switched on
     via: str
-    warm: bool  # the region is on a warm path, or the chain goes through one
 
 
 def module_matches(path: str, config: Config) -> Optional[str]:
@@ -82,7 +79,6 @@ class Phases:
         entries = {fid: Root(ENTRY, "no project code calls it") for fid in project.functions
                    if fid not in callers and fid not in self.roots and fid not in self.serving_roots}
         self.entry_reach = self._reach(entries, self.roots)
-        self._inference_reach: Optional[dict[str, tuple[Origin, Reach]]] = None
         self._warm_roots: dict[str, str] = {}
 
     # roots ---------------------------------------------------------------------------
@@ -283,123 +279,26 @@ class Phases:
 
     # inference-mode reach -------------------------------------------------------------
     @functools.cached_property
-    def _inference_regions(self) -> list[tuple[str, int, Origin]]:
+    def _inference_regions(self) -> list[tuple[str, int, Region]]:
         out = []
         for fid, (_summary, fn) in self.project.functions.items():
             for index, record in enumerate(fn["withs"]):
                 for modes in self.regions.with_modes(fid, index):
                     chosen = next((m for m in modes if m.mode == INFERENCE), None)
                     if chosen is not None:
-                        out.append((fid, index, Origin(fid, record[W_LINE], chosen.via, self.is_warm(fid))))
+                        out.append((fid, index, Region(fid, record[W_LINE], chosen.via)))
                         break
             if fn["dec"]:
                 for mode, dec in self.regions.decorator_modes(fid):
                     if mode.mode == INFERENCE:
-                        out.append((fid, -1, Origin(fid, dec[D_LINE], f"@{mode.via.strip('`')}", self.is_warm(fid))))
+                        out.append((fid, -1, Region(fid, dec[D_LINE], f"@{mode.via.strip('`')}")))
                         break
         return out
 
-    def inference_regions(self) -> list[tuple[str, int, Origin]]:
-        """(function, with index or -1 for a decorator, origin) of every inference-mode region."""
+    def inference_regions(self) -> list[tuple[str, int, Region]]:
+        """(function, with index or -1 for a decorator, region) of every inference-mode region."""
         return list(self._inference_regions)
-
-    def inference_reach(self) -> dict[str, tuple[Origin, Reach]]:
-        """Functions run under inference mode, with the region and the first step that brings them there.
-
-        A warm origin wins over a non-warm one; loose edges count (a missed edge would hide a crash).
-        """
-        if self._inference_reach is not None:
-            return self._inference_reach
-        reach: dict[str, tuple[Origin, Reach]] = {}
-        queue: deque = deque()
-        for fid, index, origin in self.inference_regions():
-            fn = self.project.function(fid)
-            for call_index, call in enumerate(fn["calls"]):
-                if index >= 0 and not self._inside(fn, call[C_WITH], index):
-                    continue
-                state = self.regions.inference_state(fid, call[C_WITH])
-                if state is not None and state[0] == INFERENCE_OFF:
-                    continue
-                for target in self.graph.call_targets(fid, call_index, loose=True):
-                    self._offer(reach, queue, target, origin, Reach(fid, call[C_LINE]))
-            if index < 0:
-                for edge in self.graph.edges(fid, loose=True):
-                    if edge.how in ("argument", "nested"):
-                        self._offer(reach, queue, edge.callee, origin, Reach(fid, edge.line))
-        while queue:
-            fid = queue.popleft()
-            origin, _ = reach[fid]
-            fn = self.project.function(fid)
-            for edge in self.graph.edges(fid, loose=True):
-                if edge.call >= 0:
-                    state = self.regions.inference_state(fid, fn["calls"][edge.call][C_WITH])
-                    if state is not None and state[0] == INFERENCE_OFF:
-                        continue
-                warm = origin.warm or self.is_warm(edge.callee)
-                self._offer(reach, queue, edge.callee, origin._replace(warm=warm), Reach(fid, edge.line))
-        self._inference_reach = reach
-        return reach
-
-    @staticmethod
-    def _offer(reach, queue, fid, origin: Origin, step: Reach) -> None:
-        current = reach.get(fid)
-        if current is None or (origin.warm and not current[0].warm):
-            reach[fid] = (origin, step)
-            queue.append(fid)
 
     @staticmethod
     def _inside(fn: dict, with_index: int, region: int) -> bool:
         return region in enclosing_withs(fn, with_index)
-
-    def chain_to(self, fid: str, limit: int = 6) -> list[str]:
-        """`label (path:line)` steps from the inference-mode region down to ``fid``."""
-        reach = self.inference_reach()
-        steps = []
-        current = fid
-        seen = set()
-        while current in reach and current not in seen and len(steps) < limit:
-            seen.add(current)
-            origin, step = reach[current]
-            steps.append(f"{self.project.label(step.parent)} calls {self.project.label(current)} at "
-                         f"{self.project.where(step.parent, step.line)}")
-            if step.parent == origin.fid:
-                break
-            current = step.parent
-        return list(reversed(steps))
-
-    # serving grad mode ----------------------------------------------------------------
-    def infer_serving_mode(self) -> tuple[str, str]:
-        """(mode, evidence): inference_mode when serving roots set it explicitly more often than no_grad."""
-        on: list[str] = []
-        off: list[str] = []
-        for fid in sorted(self.serving_roots):
-            evidence = self.explicit_mode(fid)
-            if evidence is None:
-                continue
-            (on if evidence[0] == INFERENCE else off).append(evidence[1])
-        if on and len(on) > len(off):
-            return INFERENCE, f"{len(on)} serving root(s) run under inference mode, e.g. {on[0]}" + (
-                f" ({len(off)} under no_grad)" if off else "")
-        if off:
-            return NO_GRAD, f"{len(off)} serving root(s) run under no_grad, e.g. {off[0]}" + (
-                f" ({len(on)} under inference mode)" if on else "")
-        return NO_GRAD, "the default: no serving root sets a grad mode the analysis can resolve"
-
-    def explicit_mode(self, fid: str) -> Optional[tuple[str, str]]:
-        project = self.project
-        for mode, dec in self.regions.decorator_modes(fid):
-            if mode.mode in (INFERENCE, NO_GRAD):
-                return mode.mode, f"{project.label(fid)} decorated {mode.via} at {project.where(fid, dec[D_LINE])}"
-        fn = project.function(fid)
-        for index, record in enumerate(fn["withs"]):
-            for modes in self.regions.with_modes(fid, index):
-                for mode in modes:
-                    if mode.mode in (INFERENCE, NO_GRAD):
-                        where = project.where(fid, record[W_LINE])
-                        return mode.mode, f"{project.label(fid)} enters {mode.via} at {where}"
-        reach = self.inference_reach()
-        if fid in reach and not reach[fid][0].warm:
-            origin = reach[fid][0]
-            return INFERENCE, (f"{project.label(fid)} called under {origin.via} at "
-                               f"{project.where(origin.fid, origin.line)}")
-        return None
