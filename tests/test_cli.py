@@ -156,6 +156,36 @@ def test_pyproject_config_is_read(tmp_path, run):
     assert bad.returncode == 2 and "unknown [tool.gradmode] setting 'path-paterns'" in bad.stderr
 
 
+def test_entry_grad_mode_setting_and_option(tmp_path, run):
+    """How a host calls what no project code calls: unknown by default (no finding); the setting and the
+    option say otherwise; a wrong value is a clear error, in the file and on the command line, and the file
+    is left as it was."""
+    source = ("import torch\n"
+              "class Layer:\n"
+              "    def generate(self, x):\n"
+              "        if self._cache is None:\n"
+              "            self._cache = torch.zeros_like(x)\n"
+              "        return self._cache + x\n"
+              "    def update(self, x):\n"
+              "        with torch.inference_mode(False):\n"
+              "            self._cache.copy_(x)\n")
+    (tmp_path / "a.py").write_text(source)
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\n")
+    assert run("lints", "a.py").returncode == 0
+    assert [line.split()[1] for line in heads(run("lints", "--entry-grad-mode", "inference_mode", "a.py").stdout)] \
+        == ["GM202"]
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\nentry-grad-mode = 'inference_mode'\n")
+    assert [line.split()[1] for line in heads(run("lints", "a.py").stdout)] == ["GM202"]
+    assert run("lints", "--entry-grad-mode", "unknown", "a.py").returncode == 0  # the option wins
+    for setting in ("'eager'", "3"):
+        (tmp_path / "pyproject.toml").write_text(f"[tool.gradmode]\nentry-grad-mode = {setting}\n")
+        bad = run("lints", "a.py")
+        assert bad.returncode == 2 and "entry-grad-mode must be" in bad.stderr, bad.stderr
+    bad = run("lints", "--entry-grad-mode", "eager", "a.py")
+    assert bad.returncode == 2 and "--entry-grad-mode" in bad.stderr
+    assert (tmp_path / "a.py").read_text() == source
+
+
 def test_module_globs_and_class_patterns(tmp_path, run):
     (tmp_path / "warmers").mkdir()
     (tmp_path / "warmers" / "jit.py").write_text(

@@ -201,6 +201,24 @@ def test_pyproject_read_and_flake8_options_override(tmp_path):
     assert run_module("flake8", "--select", "GM", "a.py", cwd=tmp_path).stdout == ""
 
 
+def test_entry_grad_mode_option(tmp_path):
+    """flake8's --gradmode-entry-grad-mode (and its setup.cfg key): how a host calls what no code here calls."""
+    (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\n")
+    (tmp_path / "a.py").write_text(
+        "import torch\nclass Layer:\n    def generate(self, x):\n        if self._cache is None:\n"
+        "            self._cache = torch.zeros_like(x)\n        return self._cache + x\n"
+        "    def update(self, x):\n        with torch.inference_mode(False):\n            self._cache.copy_(x)\n")
+    assert run_module("flake8", "--select", "GM202", "a.py", cwd=tmp_path).stdout == ""
+    proc = run_module("flake8", "--select", "GM202", "--gradmode-entry-grad-mode", "inference_mode", "a.py",
+                      cwd=tmp_path)
+    assert codes(proc) == [("5", "GM202")]
+    (tmp_path / "setup.cfg").write_text("[flake8]\ngradmode-entry-grad-mode = inference_mode\n")
+    assert codes(run_module("flake8", "--select", "GM202", "a.py", cwd=tmp_path)) == [("5", "GM202")]
+    (tmp_path / "setup.cfg").write_text("[flake8]\ngradmode-entry-grad-mode = eager\n")
+    bad = run_module("flake8", "--select", "GM001,GM202", "a.py", cwd=tmp_path)
+    assert bad.stdout.startswith("a.py:1:1: GM001 ") and "entry-grad-mode must be one of" in bad.stdout, bad.stdout
+
+
 def test_plugin_is_registered():
     proc = run_module("flake8", "--version")
     assert "gradmode-lint" in proc.stdout, proc.stdout

@@ -10,6 +10,19 @@ from ..rule import Rule
 from ..summary import C_WITH
 
 
+# A runner whose warmup and serving run under inference mode, and its capture with no grad-mode context.
+_CAPTURE = "    def capture(self, x):  # expect: GM106:5\n"
+_RUNNER = ("import torch\n"
+           "class Runner:\n"
+           "    @torch.inference_mode()\n"
+           "    def warmup(self, x):\n"
+           "        return self.model(x)\n"
+           "    @torch.inference_mode()\n"
+           "    def execute_model(self, x):\n"
+           "        return self.graph.replay()\n"
+           + _CAPTURE +
+           "        with torch.cuda.graph(self.graph):\n"
+           "            self.model(x)\n")
 # The driver of the runner examples: warmup, then the capture, then serving, with no grad-mode context.
 _MAIN = ("from engine.runner import Runner\n"
          "def main(x):\n"
@@ -35,19 +48,7 @@ class WarmPathOutsideInferenceMode(Rule):
     FIX = "add `@torch.inference_mode()` to the entry (unsafe: the whole function then runs under it)"
     TORCH_NAMES = ("torch.inference_mode", "torch.cuda.graph")
     INVALID = (
-        {"engine/runner.py":
-            "import torch\n"
-            "class Runner:\n"
-            "    @torch.inference_mode()\n"
-            "    def warmup(self, x):\n"
-            "        return self.model(x)\n"
-            "    @torch.inference_mode()\n"
-            "    def execute_model(self, x):\n"
-            "        return self.graph.replay()\n"
-            "    def capture(self, x):  # expect: GM106:5\n"
-            "        with torch.cuda.graph(self.graph):\n"
-            "            self.model(x)\n",
-         "engine/main.py": _MAIN},
+        {"engine/runner.py": _RUNNER, "engine/main.py": _MAIN},
         # started on a thread (grad-mode switches are thread-local): it runs with none, after warmup under one
         "import threading, torch\n"
         "class Worker:\n"
@@ -81,19 +82,7 @@ class WarmPathOutsideInferenceMode(Rule):
         "    worker.load_weights({})\n"
         "    bench_warmup(worker)\n",
         # the fix: the capture entry runs under inference mode, as warmup and serving do
-        {"engine/runner.py":
-            "import torch\n"
-            "class Runner:\n"
-            "    @torch.inference_mode()\n"
-            "    def warmup(self, x):\n"
-            "        return self.model(x)\n"
-            "    @torch.inference_mode()\n"
-            "    def execute_model(self, x):\n"
-            "        return self.graph.replay()\n"
-            "    @torch.inference_mode()\n"
-            "    def capture(self, x):\n"
-            "        with torch.cuda.graph(self.graph):\n"
-            "            self.model(x)\n",
+        {"engine/runner.py": _RUNNER.replace(_CAPTURE, "    @torch.inference_mode()\n    def capture(self, x):\n"),
          "engine/main.py": _MAIN},
         # a capture no project code calls: its host decides; an engine serving under no_grad is consistent
         "import torch\n"
