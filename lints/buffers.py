@@ -17,6 +17,7 @@ from typing import NamedTuple, Optional
 from . import names
 from .callgraph import CallGraph
 from .project import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL, Project
+from .provenance import CONSTRUCTORS, Provenance
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD, Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
                       C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE,
@@ -44,7 +45,8 @@ class Allocation(NamedTuple):
     with_index: int
     guard: int  # the if-branch that makes it lazy (-1 for cached getters)
     why_lazy: str
-    dict_cache: bool
+    dict_cache: bool  # stored into a container (a dict cache, a pool list)
+    lazy: bool = True  # under a check of what it is stored into; else eager (a constructor, a plain store)
 
 
 class Mutation(NamedTuple):
@@ -54,11 +56,14 @@ class Mutation(NamedTuple):
     with_index: int
     guard: int
     how: str
+    # where the buffer is handed to the function that updates it (a parameter of it, or of what it calls):
+    # the grad mode there is the update's
+    entry_fid: str = ""
+    entry_with: int = -1
+    entry_line: int = 0
 
 
-_DICT_FACTORIES = frozenset({"dict", "collections.OrderedDict", "OrderedDict", "collections.defaultdict",
-                             "defaultdict", "weakref.WeakValueDictionary", "WeakValueDictionary"})
-
+_CONTAINER_INSERTS = frozenset({"append", "setdefault", "insert", "add"})
 
 class Buffers:
     def __init__(self, project: Project, graph: CallGraph, regions: Regions) -> None:
@@ -68,34 +73,12 @@ class Buffers:
         self._values: dict[tuple[str, str], frozenset[BufferKey]] = {}
         self._returns: dict[str, frozenset[BufferKey]] = {}
         self._fields: dict[tuple[str, str], frozenset[BufferKey]] = {}
-        self._param_writers: Optional[dict[str, dict[str, list[tuple]]]] = None
+        self.provenance = Provenance(project, graph, regions)
         self.allocations = self._find_allocations()
+        # kept places that hold objects, not only tensors: an update of a field of one updates the buffer
+        self._object_names = frozenset(a.key.name for a in self.allocations)
 
     # allocations -------------------------------------------------------------------
-    def _is_factory(self, fid: str, value: list) -> bool:
-        if value[0] == "b" or value[0] == "i":
-            operands = value[1] if value[0] == "b" else value[1:]
-            return any(self._is_factory(fid, v) for v in operands)
-        if value[0] != "c":
-            return False
-        func = self.project.function(fid)["calls"][value[1]][C_FUNC]
-        if func[0] == "a":
-            return func[2] in names.TENSOR_METHOD_FACTORIES
-        if func[0] != "n":
-            return False
-        leaf = callee_leaf(func)
-        if "." in func[1] and leaf in names.TENSOR_METHOD_FACTORIES:
-            return True
-        if f"torch.{leaf}" not in names.TORCH_FACTORIES:
-            return False
-        symbol = self.project.resolve(fid, func[1])
-        return symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.TORCH_FACTORIES
-
-    @staticmethod
-    def _calls_factory_name(fn: dict) -> bool:
-        calls = fn["calls"]
-        return any(callee_leaf(calls[index][C_FUNC]) in names.FACTORY_LEAVES for index in fn["notable"])
-
     def _guarded(self, fn: dict, guard: int, texts: set[str]) -> Optional[str]:
         guards = fn["guards"]
         while guard >= 0:
@@ -125,44 +108,77 @@ class Buffers:
         return None
 
     def _find_allocations(self) -> list[Allocation]:
+        """Every store of a new tensor (see ``provenance``) into a kept place: a field, a module global, an
+        item of a dict or list kept in one, or the return of a cached getter. Lazy where a guard checks the
+        place first (``if self._buf is None``); eager in a constructor or a plain store (``self.h = h.to(d)``)."""
         project = self.project
         found: list[Allocation] = []
         for fid, (summary, fn) in project.functions.items():
-            if not self._calls_factory_name(fn):  # an allocation is a factory call
-                continue
             if self._cached_getter(fid):
                 for ret in fn["rets"]:
-                    if not ret[R_YIELD] and self._is_factory(fid, ret[R_VALUE]):
+                    if not ret[R_YIELD] and self.provenance.fresh(fid, ret[R_VALUE]):
                         found.append(Allocation(BufferKey("getter", fid, fn["qual"]), fid, ret[R_LINE], ret[R_COL],
                                                 ret[R_WITH], -1, f"returned by cached getter `{fn['qual']}()`", False))
                         break
                 continue
             local_allocs: dict[str, list] = {}
             for fact in fn["assigns"]:
-                if fact[A_OP] is not None or not self._is_factory(fid, fact[A_VALUE]):
-                    continue
                 target = fact[A_TARGET]
+                if fact[A_OP] is not None or target[0] not in "ns":
+                    continue
                 if target[0] == "n" and "." not in target[1] and target[1] not in fn["globals"] \
                         and fn["qual"] != MODULE_SCOPE:
-                    local_allocs.setdefault(target[1], []).append(fact)
+                    if self.provenance.fresh(fid, fact[A_VALUE]):
+                        local_allocs.setdefault(target[1], []).append(fact)
                     continue
+                value = fact[A_VALUE]
+                if value[0] == "n" and "." not in value[1]:
+                    continue  # a local: `_stored_locals` follows it to where it was allocated
                 stored = self._store_key(fid, target)
-                if stored is None:
+                if stored is None or not self.provenance.fresh(fid, value):
                     continue
                 key, dict_store = stored
                 text = target[1][1] if dict_store else target[1]
-                if self._guarded(fn, fact[A_GUARD], {text}) is None and not dict_store:
-                    continue
-                if dict_store and self._guarded(fn, fact[A_GUARD], {text}) is None:
-                    continue
-                found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
-                                        f"allocated under a check of `{text}`", dict_store))
+                if self._guarded(fn, fact[A_GUARD], {text}) is not None:
+                    found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                                            f"allocated under a check of `{text}`", dict_store))
+                elif fn["qual"] != MODULE_SCOPE:
+                    found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                                            self._eager_why(fid, fn, text), dict_store, lazy=False))
+            found.extend(self._appended(fid, fn))
             if local_allocs:
                 found.extend(self._stored_locals(fid, fn, local_allocs))
         return found
 
+    def _eager_why(self, fid: str, fn: dict, text: str) -> str:
+        if fn["name"] in CONSTRUCTORS and fn["cls"]:
+            return f"`{text}` allocated when `{fn['cls']}` is built"
+        return f"`{text}` bound to a new tensor"
+
+    def _appended(self, fid: str, fn: dict) -> list[Allocation]:
+        """``BUFFERS.append(torch.empty(...))``, ``self._pool.setdefault(k, torch.empty(...))`` into a kept
+        list or dict (lazy under a check of that container)."""
+        out = []
+        for call in fn["calls"]:
+            if callee_leaf(call[C_FUNC]) not in _CONTAINER_INSERTS:
+                continue
+            receiver, method = method_call(call[C_FUNC])
+            if receiver is None or method not in _CONTAINER_INSERTS or receiver[0] != "n" or not call[C_ARGS]:
+                continue
+            value = call[C_ARGS][-1]
+            stored = self._store_key(fid, receiver)
+            if stored is None or not self.provenance.fresh(fid, value):
+                continue
+            key, _ = stored
+            text = receiver[1]
+            lazy = self._guarded(fn, call[C_GUARD], {text}) is not None
+            out.append(Allocation(key, fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
+                                  f"allocated under a check of `{text}`" if lazy else f"`{text}.{method}()` of a "
+                                  f"new tensor", True, lazy=lazy))
+        return out
+
     def _stored_locals(self, fid: str, fn: dict, local_allocs: dict[str, list]) -> list[Allocation]:
-        """``buf = torch.empty(...)`` then ``self._cache[k] = buf`` / ``self._buf = buf`` under a guard."""
+        """``buf = torch.empty(...)`` then ``self._cache[k] = buf`` / ``self._buf = buf`` (lazy under a guard)."""
         out = []
         for fact in fn["assigns"]:
             value = fact[A_VALUE]
@@ -179,6 +195,10 @@ class Buffers:
                     out.append(Allocation(key, fid, alloc[A_LINE], alloc[A_COL], alloc[A_WITH], alloc[A_GUARD],
                                           f"allocated under a check of `{text}`", dict_store))
                     break
+            else:
+                alloc = local_allocs[value[1]][0]
+                out.append(Allocation(key, fid, alloc[A_LINE], alloc[A_COL], alloc[A_WITH], alloc[A_GUARD],
+                                      self._eager_why(fid, fn, text), dict_store, lazy=False))
         return out
 
     def _decorators(self, fid: str) -> list[str]:
@@ -215,6 +235,10 @@ class Buffers:
             return frozenset().union(*(self.keys_of(fid, v, depth + 1) for v in operands))
         if tag == "a":
             return self._field_keys(fid, expr[1], expr[2], depth + 1)
+        if tag == "t":
+            return frozenset().union(*(self.keys_of(fid, v, depth + 1) for v in expr[1]))
+        if tag == "u":
+            return self._element_keys(fid, expr[1], expr[2], depth + 1)
         if tag == "c":
             call = self.project.function(fid)["calls"][expr[1]]
             func = call[C_FUNC]
@@ -239,18 +263,51 @@ class Buffers:
         self._values[cache_key] = result
         return result
 
+    def _element_keys(self, fid: str, value: list, index: int, depth: int) -> frozenset[BufferKey]:
+        """Buffers in element ``index`` of ``value`` unpacked: of a tuple display, of the tuples a function
+        returns, of the ``index``-th iterable zipped (``for out, src in zip(self._ws, srcs)``)."""
+        if depth > 8:
+            return frozenset()
+        if value[0] == "t":
+            return self.keys_of(fid, value[1][index], depth + 1) if index < len(value[1]) else frozenset()
+        if value[0] == "s" and value[1][0] == "c":
+            call = self.project.function(fid)["calls"][value[1][1]]
+            if callee_leaf(call[C_FUNC]) == "zip" and index < len(call[C_ARGS]):
+                return self.keys_of(fid, ["s", call[C_ARGS][index]], depth + 1)
+            if callee_leaf(call[C_FUNC]) == "enumerate" and index == 1 and call[C_ARGS]:
+                return self.keys_of(fid, ["s", call[C_ARGS][0]], depth + 1)
+            return frozenset()
+        if value[0] == "c":
+            out: set[BufferKey] = set()
+            for target in self.graph.call_targets(fid, value[1], loose=True):
+                for ret in self.project.function(target)["rets"]:
+                    if not ret[R_YIELD]:
+                        out |= self._element_keys(target, ret[R_VALUE], index, depth + 1)
+            return frozenset(out)
+        if value[0] == "n":
+            return self._local_elements(fid, value, index, depth)
+        return frozenset()
+
+    def _local_elements(self, fid: str, value: list, index: int, depth: int) -> frozenset[BufferKey]:
+        symbol = self.project.resolve(fid, value[1])
+        if symbol is None or symbol.kind != LOCAL or "." in symbol.name:
+            return frozenset()
+        return frozenset().union(*(self._element_keys(symbol.owner, v, index, depth + 1)
+                                   for v in self.project.local_values(symbol.owner).get(symbol.name, [])))
+
     def _name_keys(self, fid: str, dotted: str, depth: int) -> frozenset[BufferKey]:
         symbol = self.project.resolve(fid, dotted)
         if symbol is None:
             return frozenset()
         if symbol.kind == FIELD:
             head, _, rest = symbol.name.partition(".")
-            if not rest:
-                return frozenset({BufferKey("attr", symbol.target, head)})
-            return frozenset()
+            key = BufferKey("attr", symbol.target, head)
+            # `self._ws.topk_idx`: a tensor held by a kept object is that object's buffer
+            return frozenset({key}) if not rest or key.name in self._object_names else frozenset()
         if symbol.kind == GLOBAL:
             head, _, rest = symbol.name.partition(".")
-            return frozenset({BufferKey("global", symbol.target, head)}) if not rest else frozenset()
+            key = BufferKey("global", symbol.target, head)
+            return frozenset({key}) if not rest or key.name in self._object_names else frozenset()
         if symbol.kind == FUNC and self._is_property(symbol.target):  # `self.workspace`: what its getter returns
             return self.returned(symbol.target, depth + 1)
         if symbol.kind == LOCAL:
@@ -308,7 +365,8 @@ class Buffers:
                 for inner in self.project.local_values(symbol.owner).get(symbol.name, []):
                     out |= self._field_keys(symbol.owner, inner, head, depth + 1)
                 return frozenset(out)
-        return frozenset()
+        # a kept object itself (`ws = self._ensure_workspace()`): its fields are its buffer
+        return frozenset(key for key in self.keys_of(fid, value, depth + 1) if key.name in self._object_names)
 
     # mutations -----------------------------------------------------------------------
     def _sites(self, fid: str):
@@ -463,10 +521,11 @@ class Buffers:
                 leaf = text.rsplit(".", 1)[-1]
                 head = text.split(".", 1)[0]
                 replaced = self._replaced_before(fid, fn, text, mutation) if base[0] == "n" else None
-                if head in params and head not in ("self", "cls") and "." not in text and replaced is None:
-                    param_writers.setdefault(fid, []).append((head, mutation))
+                if head in params and head not in ("self", "cls") and replaced is None:
+                    param_writers.setdefault(fid, []).append((head, mutation))  # `out.fill_()`, `ws.idx[:n] = x`
                 # the receiver must mention a buffer's name, or be a local/call that may hold one
-                if leaf not in wanted_names and base[0] == "n" and "." in text and head in ("self", "cls"):
+                if base[0] == "n" and "." in text and head in ("self", "cls") and \
+                        wanted_names.isdisjoint(text.split(".")[1:]):
                     continue
                 if replaced is not None:  # `out = out.clone()` or `out = out + x`, then `out.fill_()`
                     keys = frozenset().union(*(self.keys_of(fid, fact[A_VALUE]) for fact in fn["assigns"]
@@ -478,13 +537,52 @@ class Buffers:
                     if is_store and key in dict_caches and receiver[0] == "s" and self._is_container(fid, receiver[1]):
                         continue  # `self._cache[k] = buf` inserts into the cache, it writes no tensor
                     out.setdefault(key, []).append(mutation)
-        self._param_writers = param_writers
-        self._mutations_through_params(out, param_writers)
+        self._mutations_through_params(out, self._writers_up_the_calls(param_writers))
         return out
+
+    def _writers_up_the_calls(self, writers: dict[str, list[tuple[str, Mutation]]]
+                              ) -> dict[str, list[tuple[str, Mutation]]]:
+        """Each function's parameters that it, or a function it hands them to, updates in place
+        (``def stage(t, ws): fused(ws.topk_idx)`` and ``def fused(out): out[n:].fill_(-1)``), joined over the
+        call graph from the updating functions up to their callers, once per (function, parameter, update)."""
+        callers = self.graph.callers()
+        seen = {(fid, param, m) for fid, found in writers.items() for param, m in found}
+        queue = list(writers)
+        while queue:
+            callee = queue.pop()
+            # a call of a base class's method may run this override (`kernel.stage_inputs(...)`)
+            edges = [e for fid in (callee, *self._overridden(callee)) for e in callers.get(fid, ())]
+            for edge in edges:
+                if edge.call < 0 or edge.how == "argument" or self._is_kernel(edge.caller):
+                    continue
+                fn = self.project.function(edge.caller)
+                params = set(fn["params"]) - {"self", "cls"}
+                call = fn["calls"][edge.call]
+                for param, mutation in list(writers[callee]):
+                    arg = self.regions.argument_for(edge.callee, param, call) if param in \
+                        self.project.function(edge.callee)["params"] else self.regions.argument_for(callee, param, call)
+                    head = _base_name(fn, arg).split(".", 1)[0] if arg is not None else ""
+                    if head in params and (edge.caller, head, mutation) not in seen:
+                        seen.add((edge.caller, head, mutation))
+                        if edge.caller not in writers:
+                            writers[edge.caller] = []
+                        writers[edge.caller].append((head, mutation))
+                        queue.append(edge.caller)
+        return writers
+
+    def _overridden(self, fid: str) -> list[str]:
+        """The methods of base classes that method ``fid`` overrides."""
+        cls = self.project.class_of(fid) if self.project.function(fid)["cls"] is not None else None
+        if cls is None:
+            return []
+        name = self.project.function(fid)["name"]
+        return [m for base in self.project.mro(cls)[1:] if (m := self.project.method(base, name)) is not None
+                and self.project.class_of(m) == base]
 
     def _mutations_through_params(self, out: dict[BufferKey, list[Mutation]],
                                   writers: dict[str, list[tuple[str, Mutation]]]) -> None:
-        """``def scatter(out): out.copy_(x)`` called with a buffer: an update of that buffer."""
+        """``def scatter(out): out.copy_(x)`` called with a buffer (or with an object holding one): an update
+        of that buffer, in the grad mode of the call that hands it over."""
         if not writers:
             return
         leaves = {self.project.function(fid)["name"] for fid in writers}
@@ -493,15 +591,18 @@ class Buffers:
                 func = call[C_FUNC]
                 if func[0] != "n" or callee_leaf(func) not in leaves:
                     continue
-                for target in self.graph.call_targets(fid, index):
+                for target in {t for base in self.graph.call_targets(fid, index)
+                               for t in (base, *self.provenance.overrides(base))}:
                     for param, mutation in writers.get(target, []):
                         arg = self.regions.argument_for(target, param, call)
                         if arg is None:
                             continue
                         for key in self.keys_of(fid, arg):
+                            how = mutation.how if mutation.entry_fid else \
+                                f"{mutation.how} on parameter `{param}` of {self.project.label(target)}"
                             out.setdefault(key, []).append(mutation._replace(
-                                how=f"{mutation.how} on parameter `{param}` of {self.project.label(target)}, "
-                                    f"passed at {self.project.where(fid, call[C_LINE])}"))
+                                how=f"{how}, passed at {self.project.where(fid, call[C_LINE])}",
+                                entry_fid=fid, entry_with=call[C_WITH], entry_line=call[C_LINE]))
 
     def matches(self, alloc_key: BufferKey, key: BufferKey) -> bool:
         if alloc_key == key:
@@ -510,6 +611,21 @@ class Buffers:
                 and alloc_key.owner in self.project.classes and key.owner in self.project.classes:
             return alloc_key.owner in self.project.mro(key.owner) or key.owner in self.project.mro(alloc_key.owner)
         return False
+
+
+def _base_name(fn: dict, expr: list) -> str:
+    """The dotted name an argument is a view, slice or field of (``ws.topk_idx[:n].view(-1)``), or ""."""
+    for _ in range(6):
+        if expr[0] == "s":
+            expr = expr[1]
+        elif expr[0] == "c":
+            receiver, method = method_call(fn["calls"][expr[1]][C_FUNC])
+            if receiver is None or method not in names.VIEW_METHODS:
+                return ""
+            expr = receiver
+        else:
+            break
+    return expr[1] if expr[0] == "n" else ""
 
 
 def _dedented_between(fn: dict, first: int, last: int, col: int) -> bool:

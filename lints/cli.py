@@ -24,6 +24,15 @@ from .progress import Progress
 from .output import explain, render_github, render_json, render_sarif, render_statistics, render_text
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+CONSOLE_SCRIPTS = ("gradmode-lint", "gradmode-fix")
+
+
+def program_name(module: str) -> str:
+    """How the user started the tool, for --help and the hints: the console script's name
+    (`gradmode-lint`), else `python -m MODULE` (argparse's default would say `__main__.py`)."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    name = name[:-4] if name.lower().endswith(".exe") else name  # pip's launchers on Windows
+    return name if name in CONSOLE_SCRIPTS else f"python -m {module}"
 
 
 def add_config_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -45,6 +54,11 @@ def add_config_options(parser: argparse.ArgumentParser) -> list[argparse.Action]
            help="grad mode serving runs under (default auto: inferred from the serving entry points)")
     option("--entry-grad-mode", choices=ENTRY_GRAD_MODES,
            help="grad mode a host calls the functions no project code calls under (default unknown)")
+    option("--python", metavar="PATH",
+           help="the environment whose installed libraries the project imports are analysed with it: an "
+                "interpreter, a virtual environment or a site-packages folder; never run (default: this one)")
+    option("--no-libraries", dest="libraries", action="store_false", default=None,
+           help="analyse the project's own files only, not the installed libraries it imports")
     option("--serving-patterns", metavar="GLOBS", help="function-name globs of serving entry points")
     option("--path-patterns", metavar="GLOBS",
            help="comma-separated function-name globs that mark warmup/autotune/capture paths")
@@ -184,6 +198,8 @@ def config_from_args(args: argparse.Namespace, given: Optional[list[str]] = None
                                       split_codes(args.ignore)).replace(
         serving_grad_mode=args.serving_grad_mode,
         entry_grad_mode=args.entry_grad_mode,
+        python=os.path.abspath(args.python) if getattr(args, "python", None) else None,
+        libraries=getattr(args, "libraries", None),
         path_patterns=globs(args.path_patterns),
         class_patterns=globs(args.class_patterns),
         module_globs=globs(args.module_globs),
@@ -199,21 +215,23 @@ def config_from_args(args: argparse.Namespace, given: Optional[list[str]] = None
 
 
 def build_parser() -> argparse.ArgumentParser:
+    prog = program_name("lints")
     parser = argparse.ArgumentParser(
-        prog="python -m lints",
+        prog=prog,
         description="Find grad-mode mismatches between warmup/autotune/CUDA-graph capture and serving. "
-                    "`python -m lints explain GM101` explains a rule; `python -m lints rules` lists them.",
+                    f"`{prog} explain GM101` explains a rule; `{prog} rules` lists them.",
         epilog="Exit status: 0 clean, 1 findings, 2 usage error or unreadable/unparsable file.",
     )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (folders: every *.py below)")
-    parser.add_argument("--format", choices=("text", "concise", "json", "sarif", "github"), default="text",
+    parser.add_argument("--format", "--output-format", dest="format",  # --output-format: ruff's name for it
+                        choices=("text", "concise", "json", "sarif", "github"), default="text",
                         help="text: each finding and its why-chain; concise: one line each; github: workflow "
                              "annotations")
     parser.add_argument("--statistics", action="store_true",
                         help="print the number of findings per code, in place of the findings")
     parser.add_argument("--stdin-filename", metavar="PATH",
                         help="with PATH `-`: the file name the text read from stdin stands for")
-    parser.add_argument("--fix", action="store_true", help="apply the safe fixes (runs `python -m lints.codemod`)")
+    parser.add_argument("--fix", action="store_true", help="apply the safe fixes (as gradmode-fix does)")
     parser.add_argument("--diff", action="store_true",
                         help="print the safe fixes as a unified diff and write nothing (exit 1 if a file would "
                              "change; the findings left are not reported)")
@@ -302,7 +320,7 @@ def _fix(args: argparse.Namespace) -> int:
         argv += ["--cache-dir", str(args.cache_dir)]
     from .codemod import main as fix_main
 
-    status = fix_main([*argv, "--", *args.paths])
+    status = fix_main([*argv, "--", *args.paths], tool="gradmode-lint")  # its lines signed as this run's
     return EXIT_CLEAN if args.exit_zero and status == EXIT_FINDINGS else status
 
 
@@ -439,7 +457,8 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         details = _editor_details(findings, configs, run_configs, args.max_file_size, overrides or {})
         report = render_json(findings, errors, projects, details)
     elif args.format == "sarif":
-        report = render_sarif(findings, errors, projects)
+        details = _editor_details(findings, configs, run_configs, args.max_file_size, overrides or {})
+        report = render_sarif(findings, errors, projects, details)
     elif args.format == "github":
         report = render_github(findings, errors)
     else:
@@ -458,6 +477,9 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
             sys.stdout.write(report)
     for error in errors:
         print(error, file=sys.stderr)
+    if not args.quiet and not nfiles and not errors:
+        # as ruff: a folder with nothing to lint is no failure, but a clean result over nothing must not pass unseen
+        print("gradmode-lint: warning: no Python files found under the given path(s)", file=sys.stderr)
     if not args.quiet:
         for root, serving in projects:
             where = f" for {root}" if len(projects) > 1 else ""
@@ -465,7 +487,7 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
                   file=sys.stderr)
         fixable = sum(1 for f in findings if f.fixable == "safe")
         print(f"gradmode-lint: {len(findings)} finding(s) in {nfiles} file(s)"
-              + (f", {fixable} fixable with `python -m lints.codemod`" if fixable else "")
+              + (f", {fixable} fixable with `{program_name('lints')} --fix`" if fixable else "")
               + (f"; {hidden} in the baseline not shown" if hidden else "")
               + (f"; {len(errors)} file(s) could not be checked" if errors else ""), file=sys.stderr)
     if errors:
@@ -551,7 +573,7 @@ def _explain(codes: Sequence[str]) -> int:
     from .rules import ALL_RULES
 
     if not codes:
-        print("usage: python -m lints explain CODE [CODE...]", file=sys.stderr)
+        print(f"usage: {program_name('lints')} explain CODE [CODE...]", file=sys.stderr)
         return EXIT_ERROR
     status = EXIT_CLEAN
     for code in codes:

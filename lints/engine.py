@@ -15,7 +15,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
+from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence, Union
 
 from . import __version__
 from .options import Config, ConfigError, declares_config, load_config
@@ -31,10 +31,9 @@ def _tool_fingerprint() -> str:
     """The tool's own files (size, mtime): an edited checkout of the tool never reuses stale results."""
     folder = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.blake2b(digest_size=8)
-    for current, _dirs, names in sorted(os.walk(folder)):
-        for name in sorted(n for n in names if n.endswith(".py")):
-            st = os.stat(os.path.join(current, name))
-            h.update(f"{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    for path in discover([folder], ("__pycache__",), respect_gitignore=False)[0]:
+        st = os.stat(path)
+        h.update(f"{os.path.basename(path)}:{st.st_size}:{st.st_mtime_ns};".encode())
     return h.hexdigest()
 
 
@@ -62,9 +61,14 @@ def locate_project(paths: Sequence[str]) -> tuple[str, bool]:
             break
         current = parent
     package = None
-    for folder in [start, *Path(start).parents]:
+    folder = start
+    while True:  # by dirname: Path.parents is quadratic in a tree 1,000 deep
         if os.path.isfile(os.path.join(folder, "__init__.py")):
-            package = str(folder)
+            package = folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
     return (package, True) if package is not None else (start, False)
 
 
@@ -83,12 +87,12 @@ class ProjectLocator:
         return self._by_folder[folder]
 
     def outermost(self, root: str) -> str:
-        """The outermost project with a marker holding the one at ``root``, up to the first that has
-        settings of its own (``has_own_settings``): a pyproject.toml that only packages a folder of a
+        """The outermost project with a marker holding the one at ``root``, up to the first that is a
+        project of its own (``is_own_project``): a pyproject.toml that only packages a folder of a
         repository does not cut it off from its callers, while a project with its own settings (a
-        tree downloaded into a repository, a service of a monorepo) is analysed on its own, and the
-        walks of the projects around it leave it out."""
-        while not has_own_settings(root):
+        tree downloaded into a repository, a service of a monorepo) or a checkout is analysed on its
+        own, and the walks of the projects around it leave it out."""
+        while not is_own_project(root):
             parent = os.path.dirname(root)
             if parent == root:
                 return root
@@ -99,38 +103,35 @@ class ProjectLocator:
         return root
 
     def excluded_by_the_project_around(self, project: str) -> bool:
-        """Whether the walk of a project around ``project`` (one with settings of its own) leaves it
-        out by its ``exclude``: what flake8 and the libcst command are handed, a walk from the folder
-        the user gave would not reach."""
-        if project not in self._excluded:
-            parent = os.path.dirname(project)
-            outer = self.marked_root(parent) if parent != project else None
-            try:
-                around = load_config(start=Path(parent))[0] if outer is not None else None
-            except ConfigError:
-                around = None  # that project reports its own error
-            self._excluded[project] = outer is not None and (
-                (around is not None and excluded_below(project, outer, around.exclude, around.root))
-                or self.excluded_by_the_project_around(outer))
+        """Whether the walk of a project around ``project`` (a project of its own) leaves it out by its
+        ``exclude`` or ``.gitignore``, or leaves out a project around it: what flake8 and the libcst
+        command are handed, a walk from the folder the user gave would not reach. A loop outwards, not
+        a recursion: projects may nest thousands deep."""
+        chain: list[tuple[str, Optional[str], bool]] = []  # (project, the one around it, left out by it)
+        current: Optional[str] = project
+        while current is not None and current not in self._excluded:
+            parent = os.path.dirname(current)
+            outer = self.marked_root(parent) if parent != current else None
+            directly = outer is not None and _excluded_by_settings_at(parent, current, outer)
+            chain.append((current, outer, directly))
+            current = None if directly else outer
+        for inner, outer, directly in reversed(chain):
+            self._excluded[inner] = outer is not None and (directly or self._excluded[outer])
         return self._excluded[project]
 
     def walk_reaches(self, project: str, start: str) -> bool:
-        """Whether the walk of a folder ``start`` above ``project`` (one with settings of its own) reaches
-        it: no folder on the way is excluded by the settings of the project around it, nor, where
-        ``start`` is above that project too, by the settings of the projects around that one."""
-        parent = os.path.dirname(project)
-        outer = self.marked_root(parent) if parent != project else None
-        try:
-            around: Optional[Config] = load_config(start=Path(parent))[0]
-        except ConfigError:
-            around = None  # that project reports its own error; the projects further out still count
-
-        def excluded_from(folder: str) -> bool:
-            return around is not None and excluded_below(project, folder, around.exclude, around.root)
-
-        if outer is not None and outer != start and within(outer, start):
-            return self.walk_reaches(outer, start) and not excluded_from(outer)
-        return not excluded_from(start)
+        """Whether the walk of a folder ``start`` above ``project`` (a project of its own) reaches it: no
+        folder on the way is excluded by the settings of the project around it, nor, where ``start``
+        is above that project too, by the settings of the projects around that one (a loop outwards)."""
+        while True:
+            parent = os.path.dirname(project)
+            outer = self.marked_root(parent) if parent != project else None
+            if outer is not None and outer != start and within(outer, start):
+                if _excluded_by_settings_at(parent, project, outer):
+                    return False
+                project = outer
+                continue
+            return not _excluded_by_settings_at(parent, project, start)
 
     def reaches(self, project: str, given: str) -> bool:
         """Whether a run given the absolute path ``given`` takes in ``project`` (one with settings of its
@@ -145,19 +146,51 @@ class ProjectLocator:
         return self.outermost(root) if inside and not package_only(root) else None
 
 
+def _excluded_by_settings_at(folder: str, project: str, walk_from: str) -> bool:
+    """Whether the settings found from ``folder`` (those of the project around ``project``) make a walk
+    from ``walk_from`` leave ``project`` out; a broken config excludes nothing (its project reports it)."""
+    try:
+        around = load_config(start=Path(folder))[0]
+    except ConfigError:
+        return False
+    return excluded_below(project, walk_from, around.exclude, around.root, around.respect_gitignore)
+
+
 def excluded_from_here(path: str, locator: ProjectLocator) -> bool:
     """force-exclude: whether ``path`` is in a project with settings of its own that the project around
     excludes, run from where a walk does not reach it (run from inside it, or from a folder whose walk
     reaches it, it is the project worked on, as a submodule's own pre-commit run is)."""
     project = locator.marked_root(path)
-    return (project is not None and has_own_settings(project) and locator.excluded_by_the_project_around(project)
+    return (project is not None and is_own_project(project) and locator.excluded_by_the_project_around(project)
             and not locator.reaches(project, os.path.abspath(os.curdir)))
 
 
-def has_own_settings(folder: str, names: Optional[list[str]] = None) -> bool:
+# A checkout's root: settings above it may apply to it (as in ruff), but its root and cache stay inside.
+CHECKOUT_MARKERS = (".git", ".hg")
+
+
+def is_own_project(folder: str, names: Optional[Collection[str]] = None) -> bool:
+    """Whether ``folder`` is the root of a project of its own, where the walk of a project around it
+    stops (``discover``'s ``stop_at``; ``names``: its entries' names) and the climb to the outermost
+    project (``ProjectLocator.outermost``) ends: a checkout's root (``CHECKOUT_MARKERS``, a folder or,
+    in a submodule or a worktree, a file), or a folder with settings of its own (``_declares_own_settings``).
+    A workspace's or a home folder's settings thus never pull a checkout's analysis, or its cache, out of
+    it, nor join sibling checkouts into one project."""
+    if names is not None:
+        if any(marker in names for marker in CHECKOUT_MARKERS):
+            return True
+    elif any(os.path.lexists(os.path.join(folder, marker)) for marker in CHECKOUT_MARKERS):
+        return True
+    return _declares_own_settings(folder, names)
+
+
+# The name the front ends (cli, flake8_plugin) know it by, from when settings were the only mark.
+has_own_settings = is_own_project
+
+
+def _declares_own_settings(folder: str, names: Optional[Collection[str]] = None) -> bool:
     """Whether ``folder`` holds a pyproject.toml with [tool.gradmode] (or one that cannot be read,
-    whose error its own run reports): the root of a project of its own, where the walk of a
-    project around it stops (``discover``'s ``stop_at``; ``names``: the folder's file names)."""
+    whose error its own run reports)."""
     if names is not None and "pyproject.toml" not in names:
         return False
     try:
@@ -195,7 +228,7 @@ def project_groups(paths: Sequence[str], locator: Optional[ProjectLocator] = Non
         holding = next((f for f in folders if within(full, f)), None)
         if holding is not None:
             own = locator.marked_root(path)
-            if own is not None and own != holding and within(own, holding) and has_own_settings(own):
+            if own is not None and own != holding and within(own, holding) and is_own_project(own):
                 holding = None
         groups.setdefault(own_key(holding if holding is not None else path), []).append(path)
     out = []
@@ -699,7 +732,8 @@ class _Entry:
 def project_files(root: str, config: Config, extra: Sequence[str] = (),
                   overrides: Optional[dict[str, str]] = None, read_keys: bool = True,
                   max_bytes: int = MAX_FILE_BYTES) -> list[_Entry]:
-    files, _ = discover([root], config.exclude, stop_at=has_own_settings, anchor=config.root)
+    files, _ = discover([root], config.exclude, stop_at=is_own_project, anchor=config.root,
+                        respect_gitignore=config.respect_gitignore)
     files = [os.path.normpath(f) for f in files]
     # Named files the walk skipped (outside the root, or under an excluded folder: exclude applies
     # to what a walk finds, as in ruff) join the project. One the walk found keeps its spelling,
@@ -830,6 +864,10 @@ def run_rules(analysis, config: Config, wanted: Optional[set[str]] = None) -> li
 
 def _digest(config: Config, entries: list[_Entry], max_bytes: int) -> str:
     h = hashlib.sha256(f"{CACHE_FORMAT}|{config.fingerprint()}|{max_bytes}".encode())
+    if config.libraries:  # a library installed, upgraded or removed changes the analysis
+        from .libraries import environment_key
+
+        h.update(f"|{environment_key(_site_folders(config))}".encode())
     for entry in entries:
         # paths as the file system gave them: a name that is not UTF-8 comes with lone surrogates
         h.update(f"|{entry.path}|{entry.module}|{entry.key}".encode("utf-8", "surrogateescape"))
@@ -837,14 +875,43 @@ def _digest(config: Config, entries: list[_Entry], max_bytes: int) -> str:
 
 
 def _summarise_and_analyse(entries: list[_Entry], config: Config, jobs: int, cache: Optional[SummaryCache],
-                           max_bytes: int, overrides: dict[str, str], progress):
+                           max_bytes: int, overrides: dict[str, str], progress, use_cache: bool = True):
     summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides, progress)
     saved = cache.save(background=jobs > 1) if cache is not None else _nothing
     try:
-        analysis = analyse(summaries, config)
+        library = _library_summaries(list(summaries.values()), config, jobs, max_bytes, use_cache)
+        analysis = analyse({**summaries, **library}, config) if library else analyse(summaries, config)
         return summaries, summary_errors, analysis, run_rules(analysis, config)
     finally:
         saved()
+
+
+def _site_folders(config: Config) -> list[str]:
+    from .libraries import site_folders
+
+    python = config.python
+    if python and not os.path.isabs(python):  # as written in [tool.gradmode]: from its folder
+        python = os.path.join(config.root or os.curdir, python)
+    return site_folders(python or None)
+
+
+def _library_summaries(project: list[dict], config: Config, jobs: int, max_bytes: int, use_cache: bool
+                       ) -> dict[str, dict]:
+    """path -> summary of each installed library module the project reaches (``lints/libraries.py``)."""
+    if not config.libraries:
+        return {}
+    from .libraries import LibraryCache, library_summaries, user_cache_folder
+
+    def summarise(modules) -> dict[str, object]:
+        found, errors = collect_summaries([_Entry(m.path, m.module, m.is_package, None) for m in modules], jobs,
+                                          None, max_bytes)
+        return {**found, **errors}
+
+    cache = LibraryCache(user_cache_folder() if use_cache else None, CACHE_FORMAT)
+    found, warnings = library_summaries(project, _site_folders(config), cache, summarise)
+    for message in warnings:
+        warn(message)
+    return {summary["path"]: summary for summary in found}
 
 
 def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir: Optional[Path] = None,
@@ -866,13 +933,15 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
 
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
     requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude,
-                                 stop_at=has_own_settings, anchor=config.root)
+                                 stop_at=is_own_project, anchor=config.root,
+                                 respect_gitignore=config.respect_gitignore)
     requested = _distinct([os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested])
     locator = ProjectLocator()
     if config.force_exclude:  # a path given that exclude matches (it, or a folder above it) is left out too,
         # and all of a project with its own settings that the project around excludes
         requested = [] if requested and excluded_from_here(requested[0], locator) else [
-            p for p in requested if not excluded_below(p, config.root or os.curdir, config.exclude, config.root)]
+            p for p in requested if not excluded_below(p, config.root or os.curdir, config.exclude, config.root,
+                                                       respect_gitignore=False)]
     found, in_project = locator.locate(paths[0] if paths else ".")
     loose, whole, members = False, True, None
     if not alone and paths and (not in_project or package_only(found)):
@@ -892,7 +961,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     if loose:
         packages = {r for p in paths for r, inside in [locator.locate(p)] if inside}
         # a package is one unit
-        whole_packages = discover(sorted(packages), config.exclude, stop_at=has_own_settings,
+        whole_packages = discover(sorted(packages), config.exclude, stop_at=is_own_project,
+                                  respect_gitignore=config.respect_gitignore,
                                   anchor=config.root)[0] if packages else []
         members, whole = _loose_project(_distinct(requested + [os.path.normpath(p) for p in whole_packages]),
                                         os.path.abspath(found), overrides, max_bytes)
@@ -921,14 +991,14 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         with collector_paused():
             try:
                 summaries, summary_errors, analysis, all_findings = _summarise_and_analyse(
-                    entries, config, jobs, cache, max_bytes, overrides, progress)
+                    entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
             except (KeyError, TypeError, AttributeError, IndexError, ValueError):
                 if cache is None or not cache.reused:
                     raise  # from fresh summaries only: a bug of ours
                 # a cached summary garbled deeper than `SummaryCache.get` checks: once more, all afresh
                 cache.forget()
                 summaries, summary_errors, analysis, all_findings = _summarise_and_analyse(
-                    entries, config, jobs, cache, max_bytes, overrides, progress)
+                    entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
         serving = analysis.serving
         if cache is not None and not overrides:
             cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving)

@@ -37,7 +37,15 @@ DEFAULT_SERVING_PATTERNS = ("execute_model", "forward_batch*", "event_loop*", "r
 SERVING_GRAD_MODES = ("auto", "no_grad", "inference_mode")
 # How a host calls the functions no project code calls (a plugin's API, a registered callback).
 ENTRY_GRAD_MODES = ("unknown", "inference_mode", "no_grad", "grad")
-DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".tox", ".venv", "venv", "__pycache__", ".gradmode_cache", "node_modules")
+# ruff's default excludes (build outputs, tools' caches, virtual environments, other VCS folders), and ours
+DEFAULT_EXCLUDE = (".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints", ".mypy_cache",
+                   ".nox", ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache", ".svn", ".tox", ".venv",
+                   ".vscode", "__pypackages__", "_build", "buck-out", "dist", "node_modules", "site-packages", "venv",
+                   "__pycache__", ".gradmode_cache")
+
+
+# The prefix of every code (flake8 registers the plugin under it): selecting it is not naming an opt-in rule.
+CODE_FAMILY = "GM"
 
 
 class ConfigError(ValueError):
@@ -62,6 +70,11 @@ class Config:
     # that exclude, per-file-ignores and module-globs match are counted from it, as in ruff.
     root: str = ""
     force_exclude: bool = False  # exclude applies to paths given too (ruff's force-exclude: for pre-commit)
+    respect_gitignore: bool = True  # walks leave out what .gitignore files ignore (ruff's respect-gitignore)
+    # installed libraries the project imports are analysed with it (lints/libraries.py): from the running
+    # interpreter's site-packages, or those of `python` (an interpreter, a venv or a site-packages folder)
+    libraries: bool = True
+    python: str = ""
 
     def __post_init__(self) -> None:
         if self.serving_grad_mode not in SERVING_GRAD_MODES:
@@ -76,14 +89,17 @@ class Config:
     def is_selected(self, code: str, default_enabled: bool = True) -> bool:
         """Prefix matching as in flake8/ruff: the longest matching prefix wins, ignore wins ties.
 
-        Opt-in codes run only when a --select/--extend-select entry matches them (as in flake8,
-        where an explicit ``--select GM`` beats a plugin's default ignore).
+        Opt-in codes run only when a select/extend-select entry narrower than the whole family
+        (``GM2``, ``GM201``; not ``G`` or ``GM``) matches them, as bugbear's B9 codes need ``B9``:
+        ``--select GM`` is the default set, in the CLI and in flake8 alike.
         """
 
         def longest(prefixes: tuple[str, ...]) -> int:
             return max((len(p) for p in prefixes if code.startswith(p)), default=-1)
 
         chosen = self.select + self.extend_select
+        if not default_enabled:
+            chosen = tuple(p for p in chosen if len(p) > len(CODE_FAMILY))
         if not default_enabled or self.select:
             selected = longest(chosen)
         else:
@@ -104,6 +120,7 @@ class Config:
         data = dataclasses.asdict(self)
         data.pop("exclude")
         data.pop("force_exclude")  # which files are linted, not what is found in one
+        data.pop("respect_gitignore")
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def replace(self, **changes: Any) -> "Config":
@@ -133,6 +150,8 @@ _KEYS = {
     "module-globs": "module_globs",
     "serving-grad-mode": "serving_grad_mode",
     "entry-grad-mode": "entry_grad_mode",
+    "libraries": "libraries",
+    "python": "python",
     "select": "select",
     "extend-select": "extend_select",
     "ignore": "ignore",
@@ -140,16 +159,21 @@ _KEYS = {
     "extend-exclude": "extend_exclude",
     "force-exclude": "force_exclude",
     "per-file-ignores": "per_file_ignores",
+    "respect-gitignore": "respect_gitignore",
 }
 
 
 def find_pyproject(start: Path) -> Optional[Path]:
     """The nearest pyproject.toml at or above ``start`` that has [tool.gradmode]."""
     start = Path(os.path.abspath(start))  # as the path is given (a link to a shared package: its project's)
-    for folder in [start, *start.parents] if start.is_dir() else start.parents:
-        if declares_config(folder):
-            return folder / "pyproject.toml"
-    return None
+    folder = str(start) if start.is_dir() else os.path.dirname(start)
+    while True:  # by dirname: Path.parents makes every parent's parts, quadratic in a tree 1,000 deep
+        if declares_config(Path(folder)):
+            return Path(folder) / "pyproject.toml"
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def declares_config(folder: Path) -> bool:
@@ -231,11 +255,15 @@ def config_from_mapping(table: dict[str, Any], base: Config = Config()) -> Confi
                 raise ConfigError("[tool.gradmode] per-file-ignores must be a table of glob = [codes]")
             changes[key] = tuple((str(glob), _as_tuple(f"per-file-ignores.{glob}", codes))
                                  for glob, codes in value.items())
-        elif key == "force_exclude":
+        elif key == "respect_gitignore":
             if not isinstance(value, bool):
-                raise ConfigError("[tool.gradmode] force-exclude must be true or false")
+                raise ConfigError("[tool.gradmode] respect-gitignore must be true or false")
             changes[key] = value
-        elif key in ("serving_grad_mode", "entry_grad_mode"):
+        elif key in ("force_exclude", "libraries"):
+            if not isinstance(value, bool):
+                raise ConfigError(f"[tool.gradmode] {raw_key} must be true or false")
+            changes[key] = value
+        elif key in ("serving_grad_mode", "entry_grad_mode", "python"):
             if not isinstance(value, str):
                 raise ConfigError(f"[tool.gradmode] {raw_key} must be a string")
             changes[key] = value

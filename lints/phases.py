@@ -77,7 +77,8 @@ class Phases:
         # before warm code: shared with warm code whatever its name, as serving code is
         callers = graph.callers()
         entries = {fid: Root(ENTRY, "no project code calls it") for fid in project.functions
-                   if fid not in callers and fid not in self.roots and fid not in self.serving_roots}
+                   if fid not in callers and fid not in self.roots and fid not in self.serving_roots
+                   and not project.is_library(fid)}
         self.entry_reach = self._reach(entries, self.roots)
         self._warm_roots: dict[str, str] = {}
 
@@ -171,7 +172,7 @@ class Phases:
         candidates = []  # capture-pattern names, confirmed once every other root is known
         for fid, (summary, fn) in self.project.functions.items():
             name = fn["name"]
-            if name == MODULE_SCOPE:
+            if name == MODULE_SCOPE or summary.get("library"):  # an installed library's names are not phases
                 continue
             if (glob := module_globs[summary["path"]]) is not None:
                 self.roots[fid] = Root(WARM, f"module matches `{glob}`")

@@ -86,6 +86,10 @@ class Project:
     def function(self, fid: str) -> dict:
         return self.functions[fid][1]
 
+    def is_library(self, fid: str) -> bool:
+        """Whether ``fid`` is in an installed library's module (``lints/libraries.py``), not the project's."""
+        return bool(self.functions[fid][0].get("library"))
+
     def path_of(self, fid: str) -> str:
         return self.functions[fid][0]["path"]
 
@@ -94,7 +98,11 @@ class Project:
         return "module level" if qual == MODULE_SCOPE else f"`{qual.split('@', 1)[0]}()`"
 
     def where(self, fid: str, line: int) -> str:
-        return f"{self.path_of(fid)}:{line}"
+        summary = self.functions[fid][0]
+        # an installed library's file by its place in site-packages and its distribution
+        if summary.get("library"):
+            return f"{summary.get('shown_path', summary['path'])}:{line} ({summary['library']})"
+        return f"{summary['path']}:{line}"
 
     def class_of(self, fid: str) -> Optional[str]:
         """The class a function is a method of, or is nested in a method of."""
@@ -260,9 +268,17 @@ class Project:
                 symbol = self.resolve(fid, func[1])
                 if symbol is not None and symbol.kind == CLASS:
                     return symbol.target
+                if symbol is not None and symbol.kind == FUNC:
+                    declared = self.function(symbol.target).get("ret")
+                    if isinstance(declared, str):  # `def create_kernel(cfg) -> KernelBackend:`
+                        found = self.resolve(symbol.target, declared)
+                        if found is not None and found.kind == CLASS:
+                            return found.target
                 # not a method: a subclass may override that
                 if factories and symbol is not None and symbol.kind == FUNC and not self.function(symbol.target)["cls"]:
                     return self._returned_class(symbol.target, depth + 1)
+        elif value[0] == "u":  # `a, kernel = self._prepare()`: element of a declared or displayed tuple
+            return self._element_class(fid, value[1], value[2], depth + 1)
         elif value[0] == "n":
             symbol = self.resolve(fid, value[1])
             if symbol is not None and symbol.kind == INSTANCE:
@@ -273,6 +289,25 @@ class Project:
                 if found:
                     return found
         return None
+
+    def _element_class(self, fid: str, value: list, index: int, depth: int) -> Optional[str]:
+        if value[0] == "t":
+            return self.class_of_value(fid, value[1][index], depth + 1) if index < len(value[1]) else None
+        if value[0] != "c":
+            return None
+        func = self.function(fid)["calls"][value[1]][C_FUNC]
+        symbol = self.resolve(fid, func[1]) if func[0] == "n" else None
+        if symbol is None or symbol.kind != FUNC:
+            return None
+        target = self.function(symbol.target)
+        declared = target.get("ret")
+        if isinstance(declared, list) and index < len(declared) and declared[index]:
+            found = self.resolve(symbol.target, declared[index])
+            if found is not None and found.kind == CLASS:
+                return found.target
+        classes = {self._element_class(symbol.target, ret[R_VALUE], index, depth + 1)
+                   for ret in target["rets"] if not ret[R_YIELD] and ret[R_VALUE][0] == "t"}
+        return classes.pop() if len(classes) == 1 else None
 
     def _returned_class(self, fid: str, depth: int) -> Optional[str]:
         """The project class every return of ``fid`` builds (a factory: ``return FlashBackend()``), when

@@ -15,6 +15,8 @@ Expressions are kept in a small tagged form, enough to follow names, calls and c
     ["l", body]              ``lambda: body``
     ["s", e]                 ``e[...]`` (the indexed value)
     ["a", e, "attr"]         ``e.attr`` where ``e`` is not a dotted name (``f().attr``)
+    ["t", [e, ...]]          a tuple display ``(e, ...)`` (a starred element is ``["?"]``)
+    ["u", e, i]              element ``i`` of ``e`` unpacked (``a, b = e``; ``for a, b in e``: of ``["s", e]``)
     ["f"]                    a new object computed here that holds no other (``a + b``, ``-a``, ``a < b``)
     ["?"]                    anything else
 """
@@ -29,7 +31,7 @@ from typing import Iterable, Iterator, Optional
 from .files import source_lines
 from .names import NOTABLE_CALL_LEAVES
 
-SCHEMA = 8
+SCHEMA = 9
 MODULE_SCOPE = "<module>"
 _UNKNOWN = ["?"]
 _FRESH = ["f"]
@@ -183,6 +185,15 @@ class _Summarizer:
             return value
         if kind is ast.Await:
             return self.expr(node.value, scope)
+        if kind is ast.Tuple and isinstance(node.ctx, ast.Load):
+            elements = []
+            for element in node.elts:
+                if isinstance(element, ast.Starred):
+                    self.walk_expr(element.value, scope)
+                    elements.append(_UNKNOWN)
+                else:
+                    elements.append(self.expr(element, scope))
+            return ["t", elements]
         self.walk_expr(node, scope)
         fresh = kind in _FRESH_KINDS or (kind is ast.UnaryOp and not isinstance(node.op, ast.UAdd))
         return _FRESH if fresh else _UNKNOWN
@@ -244,9 +255,19 @@ class _Summarizer:
 
     def _assign(self, target: ast.AST, value: list, op: Optional[str], node: ast.AST, scope: _Scope) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                self._assign(element.value if isinstance(element, ast.Starred) else element, _UNKNOWN, op, node,
-                             scope)
+            known = value != _UNKNOWN and op is None
+            for index, element in enumerate(target.elts):
+                if isinstance(element, ast.Starred):
+                    known = False  # the elements after a starred one are counted from the end
+                    self._assign(element.value, _UNKNOWN, op, node, scope)
+                    continue
+                if not known:
+                    part = _UNKNOWN
+                elif value[0] == "t" and len(value[1]) == len(target.elts):
+                    part = value[1][index]  # `a, b = x, y`
+                else:
+                    part = ["u", value, index]
+                self._assign(element, part, op, node, scope)
             return
         target_expr = self.expr(target, scope)
         if target_expr[0] == "n" and "." not in target_expr[1] and value[0] == "k" and op is None:
@@ -370,8 +391,8 @@ class _Summarizer:
             scope.data["globals"].extend(stmt.names)
         elif kind in (ast.For, ast.AsyncFor):
             iterable = self.expr(stmt.iter, scope)
-            self._assign(stmt.target, ["s", iterable] if isinstance(stmt.target, ast.Name) else _UNKNOWN, None,
-                         stmt, scope)
+            self._assign(stmt.target, ["s", iterable] if isinstance(stmt.target, (ast.Name, ast.Tuple, ast.List))
+                         else _UNKNOWN, None, stmt, scope)
             self.block(stmt.body, scope)
             self.block(stmt.orelse, scope)
         elif kind is ast.While:
@@ -426,6 +447,8 @@ class _Summarizer:
         for arg, default in zip(args.kwonlyargs, args.kw_defaults):
             if default is not None:
                 data["defaults"][arg.arg] = self.expr(default, outer)
+        if node.returns is not None and (returned := _return_annotation(node.returns)) is not None:
+            data["ret"] = returned  # a class's dotted name, or a list of them for `tuple[A, B]`
         self.functions[qual] = data
         if parent is not None:
             outer.data["nested"].append(qual)
@@ -512,6 +535,14 @@ def _dotted(node: ast.AST) -> Optional[str]:
         inner = node.slice
         return _dotted(inner) if isinstance(inner, (ast.Name, ast.Attribute)) else None
     return None
+
+
+def _return_annotation(node: ast.AST):
+    """``A`` (dotted), ``Optional[A]``, ``"A"``; ``tuple[A, B]`` as ``[A, B]`` (None for what is not a name)."""
+    if isinstance(node, ast.Subscript) and _dotted(node.value) in ("tuple", "Tuple", "typing.Tuple") \
+            and isinstance(node.slice, ast.Tuple):
+        return [_dotted(e) or _string_annotation(e) for e in node.slice.elts]
+    return _dotted(node) or _string_annotation(node)
 
 
 def _string_annotation(node: ast.AST) -> Optional[str]:

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
 
 from ..analysis import ProjectAnalysis
+from ..buffers import Allocation, Mutation
+from ..summary import C_COL, C_LINE, W_COL, W_LINE
 from ..model import Finding
 from ..gradmodes import OFF, ON, GradModes, Origin
 from ..rule import Rule
@@ -316,25 +318,93 @@ class LazyBufferBecomesInferenceTensor(Rule):
                     if ON in (on := modes.at(alloc.fid, alloc.with_index))}
         if not suspects:
             return
-        for alloc, mutations in lazy_buffers(analysis):
+        library_sites: set[tuple[str, int, int]] = set()
+        # lazy allocations first: of a library's buffers seen from one project site, the lazy one is the root
+        for alloc, mutations in sorted(lazy_buffers(analysis), key=lambda pair: not pair[0].lazy):
             if alloc not in suspects:
                 continue
             outside = next(((m, states[OFF][0]) for m in mutations
-                            if OFF in (states := modes.at(m.fid, m.with_index))), None)
+                            if OFF in (states := modes.at(*_update_site(m)))), None)
             if outside is None:
                 continue
             mutation, off = outside
             on = suspects[alloc]
+            site = _reported_site(analysis, alloc, mutation, on)
+            if site is None:
+                continue  # nothing of it in the project's own files
+            if project.is_library(alloc.fid):
+                if site in library_sites:
+                    continue  # one finding per project site: the same workspace held by several fields
+                library_sites.add(site)
+            others = _other_updates(project, mutations, mutation, modes)
             update = f"{mutation.how} in {project.label(mutation.fid)} at {project.where(mutation.fid, mutation.line)}"
             notes = (f"buffer: {alloc.why_lazy}, {project.where(alloc.fid, alloc.line)}",
                      f"allocated under inference mode: {modes.describe(on)}",
                      *(f"  {step}" for step in modes.chain(alloc.fid, ON)),
                      f"updated in place: {update}",
+                     *others,
                      f"outside inference mode: {modes.describe(off)}",
-                     *(f"  {step}" for step in modes.chain(mutation.fid, OFF)),
+                     *(f"  {step}" for step in modes.chain(_update_site(mutation)[0], OFF)),
                      f"fix: {_which_side(modes, on, off)}")
             message = f"`{alloc.key.text()}` allocated under inference mode, updated in place outside it"
-            yield self.finding(analysis, alloc.fid, alloc.line, alloc.col, message, notes)
+            yield self.finding(analysis, *site, message, notes)
+
+
+def _other_updates(project, mutations: list[Mutation], shown: Mutation, modes: GradModes, limit: int = 3
+                   ) -> list[str]:
+    """A few more in-place updates outside inference mode, one per function, and how many more there are."""
+    seen = {(shown.fid, shown.line)}
+    functions = {shown.fid}
+    out: list[str] = []
+    more = 0
+    for m in mutations:
+        if (m.fid, m.line) in seen or OFF not in modes.at(*_update_site(m)):
+            continue
+        seen.add((m.fid, m.line))
+        if len(out) < limit and m.fid not in functions:
+            functions.add(m.fid)
+            out.append(f"  also: {m.how.split(' on parameter', 1)[0]} in {project.label(m.fid)} at "
+                       f"{project.where(m.fid, m.line)}")
+        else:
+            more += 1
+    if more:
+        out.append(f"  and {more} more update site(s)")
+    return out
+
+
+def _update_site(mutation: Mutation) -> tuple[str, int]:
+    """The function and with-block whose grad mode the update runs in: where the buffer is handed to the
+    function that updates it, if it is handed on."""
+    if mutation.entry_fid:
+        return mutation.entry_fid, mutation.entry_with
+    return mutation.fid, mutation.with_index
+
+
+def _reported_site(analysis: ProjectAnalysis, alloc: Allocation, mutation: Mutation, on: Origin
+                   ) -> Optional[tuple[str, int, int]]:
+    """(function, line, column) to report at: the allocation, or where the project's own code is involved
+    when it lies in an installed library (the inference-mode switch, the project's call into the library
+    on its chain, or the update); None if the project's files play no part."""
+    project = analysis.project
+    if not project.is_library(alloc.fid):
+        return alloc.fid, alloc.line, alloc.col
+    if not project.is_library(on.fid):
+        return on.fid, on.line, _column_at(project, on.fid, on.line)
+    for caller, _callee, line in reversed(analysis.modes.links(alloc.fid, ON)):
+        if not project.is_library(caller):
+            return caller, line, _column_at(project, caller, line)
+    fid, line = (mutation.entry_fid, mutation.entry_line) if mutation.entry_fid else (mutation.fid, mutation.line)
+    if not project.is_library(fid):
+        return fid, line, _column_at(project, fid, line)
+    return None
+
+
+def _column_at(project, fid: str, line: int) -> int:
+    """The column of the first call or with-block of ``fid`` on ``line`` (0-based; 0 if none)."""
+    fn = project.function(fid)
+    columns = [w[W_COL] for w in fn["withs"] if w[W_LINE] == line] or \
+              [c[C_COL] for c in fn["calls"] if c[C_LINE] == line]
+    return min(columns) if columns else 0
 
 
 def _which_side(modes: GradModes, on: Origin, off: Origin) -> str:
