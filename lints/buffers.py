@@ -160,7 +160,11 @@ class Buffers:
         list or dict (lazy under a check of that container)."""
         out = []
         for call in fn["calls"]:
-            if callee_leaf(call[C_FUNC]) not in _CONTAINER_INSERTS:
+            leaf = callee_leaf(call[C_FUNC])
+            if leaf == "register_buffer":
+                out.extend(self._registered(fid, fn, call))
+                continue
+            if leaf not in _CONTAINER_INSERTS:
                 continue
             receiver, method = method_call(call[C_FUNC])
             if receiver is None or method not in _CONTAINER_INSERTS or receiver[0] != "n" or not call[C_ARGS]:
@@ -177,6 +181,16 @@ class Buffers:
                                   f"new tensor", True, lazy=lazy))
         return out
 
+    def _registered(self, fid: str, fn: dict, call: list) -> list[Allocation]:
+        """``self.register_buffer("cos", torch.zeros(n))``: the module's field ``cos``, built with it."""
+        args = call[C_ARGS]
+        owner = self.project.class_of(fid)
+        if (owner is None or call[C_FUNC] != ["n", "self.register_buffer"] or len(args) < 2 or args[0][0] != "k"
+                or not isinstance(args[0][1], str) or not self.provenance.fresh(fid, args[1])):
+            return []
+        return [Allocation(BufferKey("attr", owner, args[0][1]), fid, call[C_LINE], call[C_COL], call[C_WITH],
+                           call[C_GUARD], f"registered buffer `{args[0][1]}` of `{fn['cls']}`", False, lazy=False)]
+
     def _stored_locals(self, fid: str, fn: dict, local_allocs: dict[str, list]) -> list[Allocation]:
         """``buf = torch.empty(...)`` then ``self._cache[k] = buf`` / ``self._buf = buf`` (lazy under a guard)."""
         out = []
@@ -190,8 +204,11 @@ class Buffers:
             key, dict_store = stored
             target = fact[A_TARGET][1] if dict_store else fact[A_TARGET]
             text = target[1]
+            # a check of the local counts where the local was read from the store (`buf = self._c.get(k)`):
+            # `if epoch is None: epoch = torch.zeros(1)` on a parameter is a default, not a lazy buffer
+            checked = {text, value[1]} if self._read_from(fid, value[1], text) else {text}
             for alloc in local_allocs[value[1]]:
-                if self._guarded(fn, alloc[A_GUARD], {text, value[1]}) is not None:
+                if self._guarded(fn, alloc[A_GUARD], checked) is not None:
                     out.append(Allocation(key, fid, alloc[A_LINE], alloc[A_COL], alloc[A_WITH], alloc[A_GUARD],
                                           f"allocated under a check of `{text}`", dict_store))
                     break
@@ -200,6 +217,22 @@ class Buffers:
                 out.append(Allocation(key, fid, alloc[A_LINE], alloc[A_COL], alloc[A_WITH], alloc[A_GUARD],
                                       self._eager_why(fid, fn, text), dict_store, lazy=False))
         return out
+
+    def _read_from(self, fid: str, local: str, stored: str) -> bool:
+        """Whether ``local`` is also bound to what ``stored`` holds (``buf = self._cache.get(k)``, ``buf =
+        _POOL[k]``, ``buf = self._buf``)."""
+        for value in self.project.local_values(fid).get(local, []):
+            while value[0] in "sc":
+                if value[0] == "s":
+                    value = value[1]
+                    continue
+                receiver, _method = method_call(self.project.function(fid)["calls"][value[1]][C_FUNC])
+                if receiver is None:
+                    break
+                value = receiver
+            if value[0] == "n" and (value[1] == stored or value[1].startswith(stored + ".")):
+                return True
+        return False
 
     def _decorators(self, fid: str) -> list[str]:
         """What each decorator of ``fid`` names outside the project (``@f`` and ``@f(...)`` alike)."""

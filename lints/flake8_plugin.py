@@ -6,8 +6,10 @@ file hashes change) and every file of that root takes its findings from the resu
 reads INI files, so ``[tool.gradmode]`` is read here from the nearest pyproject.toml above each
 project root (as the CLI does: the cwd does not matter), ``exclude`` and ``per-file-ignores``
 included; ``--gradmode-*`` options override it. flake8 applies ``# noqa`` and
-``--select``/``--ignore`` itself. A broken config or an unknown code in it is reported as GM001
-on each file of that project.
+``--select``/``--ignore`` itself. An opt-in rule (GM201) runs where the CLI's would: named in
+``[tool.gradmode]`` or by flake8's ``--select``/``--extend-select`` with a prefix narrower than ``GM``
+(``GM2``, ``GM201``), so ``flake8 --select GM`` gives the CLI's default findings. A broken config or
+an unknown code in it is reported as GM001 on each file of that project.
 
 With several flake8 workers, each would otherwise run the whole analysis on its own, one core
 each. Instead the main process starts one analysis per project (``python -m lints.flake8_plugin``,
@@ -69,12 +71,14 @@ class GradModeChecker:
                           choices=SERVING_GRAD_MODES, help="grad mode serving runs under (default auto: inferred)")
         parser.add_option("--gradmode-entry-grad-mode", default=None, parse_from_config=True,
                           choices=ENTRY_GRAD_MODES, help="grad mode the host calls uncalled functions under")
+        parser.add_option("--gradmode-python", default=None, parse_from_config=True,
+                          help="environment whose installed libraries are analysed with the project (default: this)")
+        parser.add_option("--gradmode-no-libraries", default=None, action="store_true", parse_from_config=True,
+                          help="analyse the project's own files only, not the installed libraries it imports")
         parser.add_option("--gradmode-config", default=None, parse_from_config=True,
                           help="pyproject.toml holding [tool.gradmode] (default: nearest one)")
-        from .rules import OPT_IN_CODES
-
-        # Opt-in rules stay off unless flake8's own --select/--extend-select names them.
-        parser.extend_default_ignore(sorted(OPT_IN_CODES))
+        # No default ignore for the opt-in rules: flake8 lets an explicit `--select GM` beat it, and it
+        # would hide what [tool.gradmode] turns on. The plugin runs them only as the CLI does (`parse_options`).
 
     @classmethod
     def parse_options(cls, options: Any) -> None:
@@ -84,8 +88,11 @@ class GradModeChecker:
             value = getattr(options, name, None)
             return tuple(v for v in value if v) if value else None
 
-        chosen = [c for c in (getattr(options, "select", None) or []) + (getattr(options, "extend_select", None)
-                                                                       or []) if c]
+        chosen = tuple(c for c in [*(getattr(options, "select", None) or ()),
+                                   *(getattr(options, "extend_select", None) or ())] if c)
+        # flake8's --select/--extend-select turn an opt-in rule on as the CLI's do: named by a prefix
+        # narrower than `GM` (GM2, GM201), so `flake8 --select GM` gives the CLI's default findings
+        naming = Config(extend_select=chosen)
         cls.overrides = dict(
             path_patterns=listed("gradmode_path_patterns"),
             class_patterns=listed("gradmode_class_patterns"),
@@ -93,8 +100,10 @@ class GradModeChecker:
             module_globs=listed("gradmode_module_globs"),
             serving_grad_mode=getattr(options, "gradmode_serving_grad_mode", None),
             entry_grad_mode=getattr(options, "gradmode_entry_grad_mode", None),
+            python=os.path.abspath(options.gradmode_python) if getattr(options, "gradmode_python", None) else None,
+            libraries=False if getattr(options, "gradmode_no_libraries", None) else None,
             extend_path_patterns=listed("gradmode_extend_path_patterns") or (),
-            opt_in=tuple(code for code in sorted(OPT_IN_CODES) if any(code.startswith(c) for c in chosen)),
+            opt_in=tuple(code for code in sorted(OPT_IN_CODES) if naming.is_selected(code, default_enabled=False)),
         )
         cls.explicit_config = getattr(options, "gradmode_config", None)
         cls._by_root = {}

@@ -246,7 +246,7 @@ class LibraryCache:
     def _file(self, dist: Distribution) -> Optional[Path]:
         if self.folder is None or dist.record is None:
             return None
-        name = re.sub(r"[^A-Za-z0-9_.]+", "_", f"{dist.name}-{dist.version}-{dist.record_digest}")
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{dist.name}-{dist.version}-{dist.record_digest}")
         return self.folder / f"{name}.json"
 
     def get(self, module: LibraryModule) -> Optional[dict]:

@@ -126,7 +126,8 @@ class Provenance:
                     found := self.fresh(fid, call[C_ARGS][0], depth + 1)):
                 return found
             return None
-        if symbol is None and receiver is not None and leaf in names.TENSOR_METHOD_FACTORIES:
+        if receiver is not None and leaf in names.TENSOR_METHOD_FACTORIES and (
+                symbol is None or symbol.kind not in (FUNC, CLASS)):
             return f"`{func[1]}()` at {where}"
         if receiver is not None and leaf in COPYING_METHODS:
             # `Model(cfg).cuda()` is the module itself: fresh only if the module is

@@ -34,7 +34,8 @@ def lazy_buffers(analysis: ProjectAnalysis) -> list[tuple[Allocation, list[Mutat
             if key in by_key:
                 for mutation in by_key[key]:
                     if mutation.fid == alloc.fid and (_inside_guard(analysis, mutation, alloc) or (
-                            not alloc.lazy and mutation.line >= alloc.line and not mutation.entry_fid)):
+                            not alloc.lazy and alloc.guard < 0 and mutation.line >= alloc.line
+                            and not mutation.entry_fid)):
                         continue  # initialisation right after the allocation runs in its own mode
                     if mutation not in seen:
                         seen.add(mutation)

@@ -1,0 +1,255 @@
+"""Buffers through factories, pools and objects: each shape is a small engine written for the test, in several
+modules. ``prime()`` runs it once under ``PRIME_MODE`` (no warm name: the phase names play no part), then
+``execute_model()`` serves under ``torch.no_grad()``. With ``PRIME_MODE`` = inference mode, GM202 reports the
+kept tensor at its allocation, and the engine, run with CPU torch, raises torch's exact error; with no_grad
+(the fixed form) it is silent and runs.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from lints.options import Config
+
+from .helpers import as_set, expected_in_files, lint_run, write_package
+
+ERROR = "Inplace update to inference tensor outside InferenceMode is not allowed"
+BUGGY_MODE, FIXED_MODE = "torch.inference_mode()", "torch.no_grad()"
+
+
+def _runner(build: str, serve: str, prime: str = "        self.execute_model(x)\n") -> str:
+    """An engine entry: ``prime`` under PRIME_MODE, serving under no_grad, a main that runs both."""
+    return ("import torch\n"
+            f"{build}"
+            "    def prime(self, x):\n"
+            "        with PRIME_MODE:\n"
+            f"    {prime}"
+            "    @torch.no_grad()\n"
+            "    def execute_model(self, x):\n"
+            f"{serve}"
+            "def main():\n"
+            "    runner = Runner()\n"
+            "    x = torch.ones(8)\n"
+            "    runner.prime(x)\n"
+            "    runner.execute_model(x[:4])\n"
+            "    print('served')\n"
+            "if __name__ == '__main__':\n"
+            "    main()\n")
+
+
+SHAPES = {
+    # a pool fed by a factory lambda (FlashInfer's acquire_workspace(key, factory))
+    "pool-factory": {
+        "engine/pool.py":
+            "_POOL = {}\n"
+            "def acquire(key, factory):\n"
+            "    ws = _POOL.get(key)\n"
+            "    if ws is None:\n"
+            "        ws = factory()  # expect: GM202:9\n"
+            "        _POOL[key] = ws\n"
+            "    return ws\n",
+        "engine/runner.py": _runner(
+            "from engine.pool import acquire\n"
+            "class Runner:\n",
+            "        topk = acquire('topk', lambda: torch.full((8,), -1))\n"
+            "        topk[x.shape[0]:].fill_(-1)\n"),
+    },
+    # a method of a kernel object that a factory returns, the workspace a field of the object it builds,
+    # filled through a parameter in another module
+    "kernel-object": {
+        "engine/kernel.py":
+            "import dataclasses, torch\n"
+            "@dataclasses.dataclass\n"
+            "class Workspace:\n"
+            "    topk_idx: torch.Tensor\n"
+            "class Kernel:\n"
+            "    def prepare_workspace(self, n):\n"
+            "        return Workspace(topk_idx=torch.zeros(n, dtype=torch.long))\n"
+            "def make_kernel() -> Kernel:\n"
+            "    return Kernel()\n",
+        "engine/stage.py":
+            "def stage(ws, n, prev_n):\n"
+            "    ws.topk_idx[n:prev_n].fill_(-1)\n",
+        "engine/runner.py": _runner(
+            "from engine.kernel import make_kernel\n"
+            "from engine.stage import stage\n"
+            "class Runner:\n"
+            "    def __init__(self):\n"
+            "        self._kernel = make_kernel()\n"
+            "        self._ws = None\n"
+            "    def _ensure_workspace(self, n):\n"
+            "        if self._ws is None:\n"
+            "            self._ws = self._kernel.prepare_workspace(n)  # expect: GM202:13\n"
+            "        return self._ws\n",
+            "        ws = self._ensure_workspace(8)\n"
+            "        stage(ws, x.shape[0], 8)\n"),
+    },
+    # a plain helper that returns torch.full(...)
+    "helper-return": {
+        "engine/buffers.py":
+            "import torch\n"
+            "def make_buffer(n):\n"
+            "    return torch.full((n,), 0.0)\n",
+        "engine/runner.py": _runner(
+            "from engine.buffers import make_buffer\n"
+            "class Runner:\n"
+            "    def __init__(self):\n"
+            "        self._buf = None\n",
+            "        if self._buf is None:\n"
+            "            self._buf = make_buffer(8)  # expect: GM202:13\n"
+            "        self._buf[: x.shape[0]].add_(x)\n"),
+    },
+    # a wrapper given a new tensor (as `pin_memory(torch.empty(...))`)
+    "wrapper": {
+        "engine/memory.py":
+            "def pinned(t):\n"
+            "    return t\n",
+        "engine/runner.py": _runner(
+            "from engine.memory import pinned\n"
+            "class Runner:\n"
+            "    def __init__(self):\n"
+            "        self._host = None\n",
+            "        if self._host is None:\n"
+            "            self._host = pinned(torch.empty(8))  # expect: GM202:13\n"
+            "        self._host[: x.shape[0]].copy_(x)\n"),
+    },
+    # a tuple of workspaces made with new_empty, written through `out=` on a narrow view inside a zip loop
+    "tuple-zip-out": {
+        "engine/runner.py": _runner(
+            "class Runner:\n"
+            "    def __init__(self):\n"
+            "        self._ws = None\n",
+            "        if self._ws is None:\n"
+            "            self._ws = (x.new_empty(8), x.new_empty(8))  # expect: GM202:13\n"
+            "        n = x.shape[0]\n"
+            "        for out, src in zip(self._ws, (x, x * 2)):\n"
+            "            torch.add(src, 1, out=out.narrow(0, 0, n))\n"),
+    },
+    # a module-level list grown with .append under a check of its length
+    "append": {
+        "engine/buffers.py":
+            "import torch\n"
+            "BUFFERS = []\n"
+            "def scratch(n):\n"
+            "    if len(BUFFERS) == 0:\n"
+            "        BUFFERS.append(torch.zeros(n))  # expect: GM202:9\n"
+            "    return BUFFERS[0]\n",
+        "engine/runner.py": _runner(
+            "from engine.buffers import scratch\n"
+            "class Runner:\n",
+            "        scratch(8)[: x.shape[0]].fill_(1)\n"),
+    },
+    # an eager torch.zeros in the constructor of an object built on the first (inference-mode) call
+    "constructor": {
+        "engine/buffers.py":
+            "import torch\n"
+            "class CpuGpuBuffer:\n"
+            "    def __init__(self, n):\n"
+            "        self.cpu = torch.zeros(n)  # expect: GM202:9\n",
+        "engine/runner.py": _runner(
+            "from engine.buffers import CpuGpuBuffer\n"
+            "class Runner:\n"
+            "    def __init__(self):\n"
+            "        self.input_ids = None\n",
+            "        if self.input_ids is None:\n"
+            "            self.input_ids = CpuGpuBuffer(8)\n"
+            "        self.input_ids.cpu[: x.shape[0]].copy_(x)\n"),
+    },
+    # a field rebound to a copy (`self.k = self.k.to(...)`) on the first call
+    "rebound-copy": {
+        "engine/runner.py": _runner(
+            "class Runner:\n"
+            "    def __init__(self):\n"
+            "        self.k = torch.zeros(8)\n"
+            "        self.converted = False\n",
+            "        if not self.converted:\n"
+            "            self.k = self.k.to(torch.float64)  # expect: GM202:13\n"
+            "            self.converted = True\n"
+            "        self.k[: x.shape[0]].add_(x)\n"),
+    },
+    # a registered buffer of a module built on the first call
+    "registered-buffer": {
+        "engine/rope.py":
+            "import torch\n"
+            "class Rope(torch.nn.Module):\n"
+            "    def __init__(self, n):\n"
+            "        super().__init__()\n"
+            "        self.register_buffer('cos', torch.zeros(n))  # expect: GM202:9\n"
+            "    def update(self, x):\n"
+            "        self.cos[: x.shape[0]].copy_(x)\n",
+        "engine/runner.py": _runner(
+            "from engine.rope import Rope\n"
+            "class Runner:\n"
+            "    def __init__(self):\n"
+            "        self.rope = None\n",
+            "        if self.rope is None:\n"
+            "            self.rope = Rope(8)\n"
+            "        self.rope.update(x)\n"),
+    },
+}
+
+
+def _form(files: dict[str, str], mode: str) -> dict[str, str]:
+    out = {"engine/__init__.py": ""}
+    for name, text in files.items():
+        text = text.replace("PRIME_MODE", mode)
+        if mode == FIXED_MODE:
+            text = text.replace("  # expect: GM202:9", "").replace("  # expect: GM202:13", "")
+        out[name] = text
+    return out
+
+
+def _run(folder) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "engine.runner"], cwd=folder, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_shape_is_found_and_its_fixed_form_is_silent(tmp_path, shape):
+    buggy = _form(SHAPES[shape], BUGGY_MODE)
+    run = lint_run(tmp_path / "buggy", buggy, Config(libraries=False))
+    assert not run.errors
+    assert as_set(run.findings) == expected_in_files(buggy), [f"{f.path}:{f.line} {f.message}" for f in run.findings]
+    (finding,) = run.findings
+    assert "allocated under inference mode: `torch.inference_mode()` in `Runner.prime()`" in "\n".join(finding.notes)
+    assert "outside inference mode:" in "\n".join(finding.notes)
+    good = _form(SHAPES[shape], FIXED_MODE)
+    assert as_set(lint_run(tmp_path / "fixed", good, Config(libraries=False)).findings) == set()
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_shape_crashes_under_torch_and_its_fixed_form_runs(tmp_path, shape):
+    pytest.importorskip("torch")
+    write_package(tmp_path / "buggy", _form(SHAPES[shape], BUGGY_MODE))
+    crash = _run(tmp_path / "buggy")
+    assert crash.returncode != 0 and ERROR in crash.stderr, crash.stderr[-2000:]
+    write_package(tmp_path / "fixed", _form(SHAPES[shape], FIXED_MODE))
+    ok = _run(tmp_path / "fixed")
+    assert ok.returncode == 0 and "served" in ok.stdout, ok.stderr[-2000:]
+
+
+# A constructor's default (`if epoch is None: epoch = torch.zeros(1)`) is no lazy buffer: GM201 (opt-in) is
+# silent on it, while a lazy buffer beside it is reported.
+DEFAULT_ARGUMENT = {
+    "engine/__init__.py": "",
+    "engine/sched.py":
+        "import torch\n"
+        "class Sched:\n"
+        "    def __init__(self, epoch=None):\n"
+        "        if epoch is None:\n"
+        "            epoch = torch.zeros(1)\n"
+        "        self.epoch = epoch\n"
+        "        self._ws = None\n"
+        "    def step(self, n):\n"
+        "        if self._ws is None:\n"
+        "            self._ws = torch.zeros(n)  # expect: GM201:13\n"
+        "        self._ws.zero_()\n"
+        "        self.epoch.add_(1)\n",
+}
+
+
+def test_a_constructor_default_is_no_lazy_buffer(tmp_path):
+    run = lint_run(tmp_path, DEFAULT_ARGUMENT, Config(extend_select=("GM201",), libraries=False))
+    assert as_set(run.findings) == expected_in_files(DEFAULT_ARGUMENT)
