@@ -17,7 +17,7 @@ from typing import NamedTuple, Optional
 from . import names
 from .callgraph import CallGraph
 from .project import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL, Project
-from .provenance import CONSTRUCTORS, Provenance
+from .provenance import CONSTRUCTORS, COPYING_METHODS, Provenance
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD, Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
                       C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE,
@@ -142,13 +142,22 @@ class Buffers:
                 if self._guarded(fn, fact[A_GUARD], {text}) is not None:
                     found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
                                             f"allocated under a check of `{text}`", dict_store))
-                elif fn["qual"] != MODULE_SCOPE:
+                elif not dict_store and (fn["name"] in CONSTRUCTORS or self._copy_of_itself(fid, value, text)):
+                    # eager: built with the object, or rebound to a copy of itself (`self.k = self.k.to(dtype)`);
+                    # not any store of a new tensor (a per-batch field set by each event loop), which would pair
+                    # the allocations of one loop with the updates of another that never runs beside it
                     found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
                                             self._eager_why(fid, fn, text), dict_store, lazy=False))
             found.extend(self._appended(fid, fn))
             if local_allocs:
                 found.extend(self._stored_locals(fid, fn, local_allocs))
         return found
+
+    def _copy_of_itself(self, fid: str, value: list, text: str) -> bool:
+        if value[0] != "c":
+            return False
+        receiver, method = method_call(self.project.function(fid)["calls"][value[1]][C_FUNC])
+        return receiver == ["n", text] and method in COPYING_METHODS
 
     def _eager_why(self, fid: str, fn: dict, text: str) -> str:
         if fn["name"] in CONSTRUCTORS and fn["cls"]:
@@ -176,6 +185,8 @@ class Buffers:
             key, _ = stored
             text = receiver[1]
             lazy = self._guarded(fn, call[C_GUARD], {text}) is not None
+            if not lazy:
+                continue  # a list grown on every call holds each call's tensors: not one kept buffer
             out.append(Allocation(key, fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
                                   f"allocated under a check of `{text}`" if lazy else f"`{text}.{method}()` of a "
                                   f"new tensor", True, lazy=lazy))
@@ -213,9 +224,10 @@ class Buffers:
                                           f"allocated under a check of `{text}`", dict_store))
                     break
             else:
-                alloc = local_allocs[value[1]][0]
-                out.append(Allocation(key, fid, alloc[A_LINE], alloc[A_COL], alloc[A_WITH], alloc[A_GUARD],
-                                      self._eager_why(fid, fn, text), dict_store, lazy=False))
+                if fn["name"] in CONSTRUCTORS and not dict_store:
+                    alloc = local_allocs[value[1]][0]
+                    out.append(Allocation(key, fid, alloc[A_LINE], alloc[A_COL], alloc[A_WITH], alloc[A_GUARD],
+                                          self._eager_why(fid, fn, text), dict_store, lazy=False))
         return out
 
     def _read_from(self, fid: str, local: str, stored: str) -> bool:

@@ -253,3 +253,44 @@ DEFAULT_ARGUMENT = {
 def test_a_constructor_default_is_no_lazy_buffer(tmp_path):
     run = lint_run(tmp_path, DEFAULT_ARGUMENT, Config(extend_select=("GM201",), libraries=False))
     assert as_set(run.findings) == expected_in_files(DEFAULT_ARGUMENT)
+
+
+# `symm_mem.empty(...)` into a state object returned to the caller. Symmetric memory needs CUDA and a process
+# group, so this shape is linted only (the GPU suite runs the allocation kind it stands for).
+SYMMETRIC = {
+    "engine/__init__.py": "",
+    "engine/state.py":
+        "import dataclasses\n"
+        "import torch\n"
+        "import torch.distributed._symmetric_memory as symm_mem\n"
+        "@dataclasses.dataclass\n"
+        "class CombineState:\n"
+        "    buf: torch.Tensor\n"
+        "def make_state(n):\n"
+        "    return CombineState(buf=symm_mem.empty(n, device='cuda'))\n",
+    "engine/runner.py":
+        "import torch\n"
+        "from engine.state import make_state\n"
+        "class Runner:\n"
+        "    def __init__(self):\n"
+        "        self.state = None\n"
+        "    def prime(self, n):\n"
+        "        with PRIME_MODE:\n"
+        "            self.combine(n)\n"
+        "    def combine(self, n):\n"
+        "        if self.state is None:\n"
+        "            self.state = make_state(n)  # expect: GM202:13\n"
+        "        self.state.buf.zero_()\n"
+        "    @torch.no_grad()\n"
+        "    def execute_model(self, n):\n"
+        "        self.combine(n)\n"
+        "if __name__ == '__main__':\n"
+        "    Runner().execute_model(4)\n",
+}
+
+
+def test_symmetric_memory_in_a_returned_state_object(tmp_path):
+    buggy = _form(SYMMETRIC, BUGGY_MODE)
+    assert as_set(lint_run(tmp_path / "buggy", buggy, Config(libraries=False)).findings) == expected_in_files(buggy)
+    fixed = _form(SYMMETRIC, FIXED_MODE)
+    assert lint_run(tmp_path / "fixed", fixed, Config(libraries=False)).findings == []
