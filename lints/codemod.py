@@ -27,7 +27,7 @@ from libcst.metadata import ImportAssignment, MetadataWrapper, ScopeProvider
 
 from . import __version__
 from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, configs_for_paths,
-                  errors_of, internal_error, tolerant_output)
+                  errors_of, internal_error, program_name, tolerant_output)
 from .options import Config, ConfigError, default_cache_dir
 from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_files
 from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, collector_paused, default_jobs, is_read_only,
@@ -446,7 +446,7 @@ def _import_reads(module: cst.Module) -> dict[str, int]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m lints.codemod",
+        prog=program_name("lints.codemod"),
         description="Rewrite GM1xx findings (inference_mode in warmup/autotune/capture paths). "
                     "GM2xx findings are reported, not rewritten.",
         epilog="Exit status: 0 nothing left to report, 1 findings remain (or --check: files would change), "
@@ -566,14 +566,15 @@ def _signals_exit_cleanly():
             signal.signal(signum, handler)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, tool: str = "gradmode-fix") -> int:
+    """``tool`` signs the lines it prints (`gradmode-lint --fix` runs it as its own)."""
     tolerant_output()
     # a fix rewrites files but creates or removes none: one walk of each folder serves the whole run
     with _signals_exit_cleanly(), walks_shared():
         try:
-            return _main(argv)
+            return _main(argv, tool)
         except Exception:  # noqa: BLE001 - files already written are whole (write_file); the rest stay as they were
-            return internal_error("gradmode-fix")
+            return internal_error(tool)
         except _SignalExit as exc:
             # the workers are stopped and the temp file removed; skip the interpreter's exit hooks, which
             # would try to wake the stopped pool's threads and print a traceback
@@ -582,7 +583,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             os._exit(exc.code)
 
 
-def _main(argv: Optional[Sequence[str]]) -> int:
+def _main(argv: Optional[Sequence[str]], tool: str = "gradmode-fix") -> int:
     args = build_parser().parse_args(argv)
     quiet_warnings(args.quiet)
     args.paths = args.paths or ["."]  # as ruff and flake8: the current folder
@@ -590,7 +591,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         groups, config_errors = configs_for_paths(args, list(args.paths))
     except ConfigError as exc:
         for each in errors_of(exc):
-            print(f"gradmode-fix: error: {each}", file=sys.stderr)
+            print(f"{tool}: error: {each}", file=sys.stderr)
         return EXIT_ERROR
     jobs = args.jobs if args.jobs and args.jobs > 0 else default_jobs()
 
@@ -604,7 +605,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
                 [e for r in runs for e in r.errors])
 
     runs = []
-    found, files, errors = lint_all(Progress("gradmode-fix: reading"), runs)
+    found, files, errors = lint_all(Progress(f"{tool}: reading"), runs)
     errors = config_errors + errors
     by_path: dict[str, list[Finding]] = {}
     for finding in found:
@@ -618,7 +619,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     # a file without findings has nothing to fix: it is not read again (handing each file of a large
     # tree to the workers, with the options, took 6 s on sglang 0.5.15)
     to_fix = [f for f in files if by_path.get(f)]
-    progress = Progress("gradmode-fix: fixing")
+    progress = Progress(f"{tool}: fixing")
     progress.start(len(to_fix))
     try:
         outcomes = run_jobs(functools.partial(fix_file, options=options), to_fix, jobs, progress.advance,
@@ -635,7 +636,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             sys.stdout.buffer.write(outcome.diff)
             sys.stdout.buffer.flush()
     if not args.quiet and remaining and not args.fix_only:
-        sys.stdout.write(render_text(remaining))
+        # with --diff, stdout is the patch alone (for `git apply`): the findings left go beside it
+        (sys.stderr if args.diff else sys.stdout).write(render_text(remaining))
     for outcome in outcomes if not args.quiet else ():  # the linter called them fixable: say why not
         for f in outcome.refused:
             # named by its message: the lines above it may have moved with the other fixes
@@ -645,7 +647,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         print(line, file=sys.stderr)
     if not args.quiet:
         verb = "would change" if not options.write else "changed"
-        print(f"gradmode-fix: {len(files)} file(s) scanned, {len(changed)} {verb}, "
+        print(f"{tool}: {len(files)} file(s) scanned, {len(changed)} {verb}, "
               f"{len(failures)} skipped with errors, {len(remaining)} finding(s) left", file=sys.stderr)
     if failures:
         return EXIT_ERROR

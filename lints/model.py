@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from typing import Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,9 +56,20 @@ class FileError:
     def __str__(self) -> str:
         return f"{self.path}: error: {self.message}"
 
+    @property
+    def position(self) -> tuple[Optional[int], Optional[int]]:
+        """(1-based line, 1-based column) a syntax error points at, else (None, None). Read from the
+        message ``engine.summarize_source`` writes, since the results cache keeps errors as messages."""
+        match = _SYNTAX_AT.match(self.message)
+        if match is None:
+            return None, None
+        return int(match.group(1)), int(match.group(2)) if match.group(2) else None
+
+
+_SYNTAX_AT = re.compile(r"syntax error at line (\d+), column (?:(\d+)|None)\b")
+
 
 def fixable_of(fixes: tuple[Fix, ...]) -> str:
     if not fixes:
         return ""
     return "safe" if all(f.safe for f in fixes) else "unsafe"
-

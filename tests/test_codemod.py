@@ -379,7 +379,7 @@ def test_no_null_context_fix_where_contextlib_is_something_else(tmp_path, bindin
     path = write(tmp_path, "a.py", source)
     check = run_module("lints.codemod", "--diff", "a.py", cwd=tmp_path)
     assert check.returncode == 1 and "contextlib.nullcontext" not in check.stdout
-    assert "GM103" in check.stdout and "1 finding(s) left" in check.stderr
+    assert "GM103" in check.stderr and "1 finding(s) left" in check.stderr  # stdout: the patch alone
     proc = run_module("lints.codemod", "a.py", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "GM103" in proc.stdout and "1 finding(s) left" in proc.stderr

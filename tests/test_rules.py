@@ -17,7 +17,7 @@ from lints.options import Config
 from lints.rule import Rule
 from lints.rules import ALL_RULES, OPT_IN_CODES
 
-from .helpers import as_files, expected_in_files, lint_files, run_module
+from .helpers import EXPECT, as_files, expected_in_files, lint_files, run_module
 
 CASES = [
     pytest.param(code, kind, example, id=f"{code}-{kind}-{n}")
@@ -92,11 +92,12 @@ def test_explain_prints_docs_and_every_example(code):
     rule = ALL_RULES[code]
     for part in (code, rule.NAME, rule.SUMMARY, "Why:", "Fix:"):
         assert part in proc.stdout, part
-    # the examples are printed indented; compare line by line without the indentation
+    # the examples are printed indented and without the tests' `# expect:` markers; compare line by line
     printed = [line.strip() for line in proc.stdout.splitlines()]
+    assert "# expect:" not in proc.stdout
     for example in rule.INVALID + rule.VALID:
         for path, source in as_files(example).items():
-            lines = [line.strip() for line in source.splitlines() if line.strip()]
+            lines = [EXPECT.sub("", line).strip() for line in source.splitlines() if line.strip()]
             start = [i for i, line in enumerate(printed) if line == lines[0]]
             assert any(printed[i:i + len(lines)] == lines for i in start), (path, source)
             if isinstance(example, dict):
