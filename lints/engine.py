@@ -12,6 +12,8 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +24,7 @@ from .options import Config, ConfigError, declares_config, load_config
 from .files import (MAX_FILE_BYTES, HandOver, SourceFile, collector_paused, discover, excluded_below,
                     in_forked_child, read_regular_bytes, read_source, run_jobs, source_from_text, text_reader, warn,
                     within)
+from .gitignore import forget as forget_ignore_files, rules_at
 from .model import FileError, Finding, Fix
 from .noqa import without_suppressed
 from .summary import SCHEMA, import_root, module_name_for, parse_quietly, relative_import_base, summarize
@@ -411,16 +414,23 @@ class SummaryCache:
         self._texts: dict[str, str] = {}  # path -> its summary as JSON text, where a worker encoded it
         self._dirty = False
         self.reused = 0  # summaries this run took from the cache
+        self.max_file_bytes = MAX_CACHE_BYTES  # a larger file is not read (``limit_to_sources``)
+
+    def limit_to_sources(self, source_bytes: int) -> None:
+        """Read no file larger than what the project's ``source_bytes`` of source can produce: a larger
+        one is no cache of this project (a checkout may ship a sparse file of 1 GiB: read whole, it cost
+        2.4 GB and 26 s on a 2-file project), so it is absent, and written again."""
+        self.max_file_bytes = min(MAX_CACHE_BYTES, CACHE_BYTES_PER_SOURCE_BYTE * source_bytes + CACHE_SLACK_BYTES)
 
     def _load(self) -> dict[str, list]:
         if self._entries is None:
-            data = _read_json(self.path) if self.path is not None else {}
+            data = _read_json(self.path, self.max_file_bytes) if self.path is not None else {}
             if not isinstance(data.get("entries"), dict):
                 data = {"entries": {}}
             self._entries = data["entries"]
             self._base = data.get("id") if isinstance(data.get("id"), str) else None
             if self._base is not None:
-                changes = _read_json(self.changes_path)
+                changes = _read_json(self.changes_path, self.max_file_bytes)
                 if changes.get("base") == self._base and isinstance(changes.get("entries"), dict):
                     for path, entry in changes["entries"].items():
                         if entry is None:
@@ -434,7 +444,7 @@ class SummaryCache:
         """The findings of a run over exactly these files, config and tool version, if cached."""
         if self.folder is None:
             return None
-        data = _read_json(self.folder / "results.json")
+        data = _read_json(self.folder / "results.json", self.max_file_bytes)
         return data if data.get("digest") == digest and isinstance(data.get("findings"), list) else None
 
     def save_results(self, digest: str, findings: list[Finding], errors: dict[str, FileError], serving) -> None:
@@ -575,18 +585,46 @@ def ignore_in_git(folder: Path) -> None:
 
 
 def project_cache_folder(root: str) -> Optional[Path]:
-    """A project's own cache folder, ``<root>/.gradmode_cache``; None where that is a symbolic link:
-    a checkout may point it anywhere, and nothing is read or written through it."""
+    """A project's own cache folder, ``<root>/.gradmode_cache``; None (with a warning, once) where that
+    is a symbolic link (a checkout may point it anywhere) or a folder git tracks (a cache the checkout
+    ships, made to pass for ours): nothing is read or written there."""
     folder = Path(root) / ".gradmode_cache"
-    if not folder.is_symlink():
+    if folder.is_symlink():
+        why = "it is a symbolic link"
+    elif folder.is_dir() and _tracked_by_git(folder):
+        why = "git tracks it (a cache shipped with the checkout is not trusted)"
+    else:
         return folder
-    if str(folder) not in _linked_caches_reported:
-        _linked_caches_reported.add(str(folder))
-        warn(f"not using cache {folder}: it is a symbolic link")
+    if str(folder) not in _refused_caches_reported:
+        _refused_caches_reported.add(str(folder))
+        warn(f"not using cache {folder}: {why}")
     return None
 
 
-_linked_caches_reported: set[str] = set()
+_refused_caches_reported: set[str] = set()
+_tracked: dict[str, bool] = {}  # folder -> _tracked_by_git(folder), once per process
+
+
+def _tracked_by_git(folder: Path) -> bool:
+    """Whether git tracks anything in ``folder``: ``git ls-files --error-unmatch`` (about 5 ms), asked
+    only inside a git checkout and once per process; False where git is missing or cannot tell (a
+    repository of another user's, which git refuses). The checkout's own configuration cannot make
+    git run a command of its (``core.fsmonitor`` is set off on the command line, which wins)."""
+    key = str(folder)
+    if key not in _tracked:
+        git = shutil.which("git")
+        _tracked[key] = False
+        if git is not None and rules_at(key) is not None:  # rules_at: None outside any checkout
+            env = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
+            env["GIT_OPTIONAL_LOCKS"] = "0"
+            try:
+                _tracked[key] = subprocess.run(
+                    [git, "--literal-pathspecs", "-c", "core.fsmonitor=false", "ls-files", "--error-unmatch",
+                     "--", folder.name], cwd=folder.parent, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, env=env, timeout=30).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                pass
+    return _tracked[key]
 
 
 def _nothing() -> None:
@@ -605,16 +643,34 @@ def _well_shaped(summary: dict) -> bool:
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # A cache file larger than this is no cache of ours (sglang's summaries are about 50 MB).
 MAX_CACHE_BYTES = 1 << 30
+# What a project's cache files may hold per byte of its source (summaries took 1.2 bytes a byte on
+# torch's nn and _dynamo: 8.2 MB for 6.7 MB), and beyond that (findings and their chains).
+CACHE_BYTES_PER_SOURCE_BYTE = 32
+CACHE_SLACK_BYTES = 16 << 20
 
 
-def _read_json(path: Path) -> dict:
+def _source_bytes(entries: list[_Entry], overrides: dict[str, str]) -> int:
+    """The size of the project's source: a stat per file (sglang's 2,000 files: a few ms)."""
+    total = 0
+    for entry in entries:
+        if entry.path in overrides:
+            total += len(overrides[entry.path])
+            continue
+        try:
+            total += os.stat(entry.path).st_size
+        except (OSError, ValueError):
+            pass
+    return total
+
+
+def _read_json(path: Path, max_bytes: int = MAX_CACHE_BYTES) -> dict:
     """A cache file's data; anything unreadable, corrupt or foreign is empty (a miss, never an error).
 
     The cache folder is the checkout's: only a regular file is read, and not through a link, since
     a FIFO there would block the run and a link to /dev/zero would never end.
     """
     try:
-        raw = read_regular_bytes(path, MAX_CACHE_BYTES, follow_links=False)
+        raw = read_regular_bytes(path, max_bytes, follow_links=False)
         with collector_paused():  # tens of MB of summaries: with it on, decoding took 4.6 s, not 0.8 s
             data = json.loads(raw)
     except (OSError, ValueError, RecursionError, MemoryError):
@@ -932,6 +988,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     from .analysis import ServingMode
 
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
+    forget_ignore_files()  # a run reads them afresh (the flake8 plugin runs many in one process)
     requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude,
                                  stop_at=is_own_project, anchor=config.root,
                                  respect_gitignore=config.respect_gitignore)
@@ -975,6 +1032,10 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         entries = project_files(root, config, requested, overrides,
                                 read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes)
     # results are saved with summaries: without any, they cannot be a hit
+    if not entries:  # nothing to keep: no cache folder is made (a workspace above its checkouts has none)
+        cache = None
+    if cache is not None:  # before anything of it is read
+        cache.limit_to_sources(_source_bytes(entries, overrides))
     complete = all(entry.key is not None for entry in entries)
     # a text given in place of a file is in the digest by its content: an editor's buffer that is
     # the file as saved reuses the run's result; results are saved only for the files as they are

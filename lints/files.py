@@ -19,8 +19,9 @@ import threading
 import time
 import tokenize
 import traceback
-from typing import Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, TypeVar, Union
+from typing import Callable, Collection, Iterable, Iterator, NamedTuple, Optional, Sequence, TypeVar, Union
 
+from . import gitignore
 from .globs import path_match, relative_to
 from .model import FileError
 
@@ -125,21 +126,39 @@ def _excluded(name: str, full: str, exclude: tuple[str, ...], anchor: str) -> bo
         name, tuple(p for p in exclude if "/" not in p)) is not None  # `./build` is no name: the top one only
 
 
-def excluded_below(path: str, root: str, exclude: Iterable[str], anchor: str = "") -> bool:
+def excluded_below(path: str, root: str, exclude: Iterable[str], anchor: str = "",
+                   respect_gitignore: bool = True) -> bool:
     """Whether a walk from ``root`` would skip ``path`` by name: it or a folder between them is excluded
-    (``anchor``: the folder ``exclude``'s paths are counted from, ``Config.root``)."""
+    (``anchor``: the folder ``exclude``'s paths are counted from, ``Config.root``), or ignored by git
+    (``respect_gitignore``)."""
     exclude = tuple(exclude)
-    parts = os.path.relpath(os.path.abspath(path), os.path.abspath(root)).split(os.sep)
-    return any(_excluded(part, os.path.join(root, *parts[:i + 1]), exclude, anchor) for i, part in enumerate(parts))
+    top = os.path.abspath(root)
+    parts = os.path.relpath(os.path.abspath(path), top).split(os.sep)
+    if any(_excluded(part, os.path.join(root, *parts[:i + 1]), exclude, anchor) for i, part in enumerate(parts)):
+        return True
+    if not respect_gitignore or parts[0] in (os.curdir, os.pardir):
+        return False
+    rules, folder = gitignore.rules_at(top), top
+    for i, part in enumerate(parts):
+        full = os.path.join(folder, part)
+        last = i == len(parts) - 1
+        if gitignore.is_ignored(rules, folder, part, not last or os.path.isdir(full)):
+            return True
+        if not last:
+            rules = gitignore.rules_entering(full, rules, gitignore.markers_in(full))
+        folder = full
+    return False
 
 
-def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[StopAt] = None, anchor: str = ""
-             ) -> tuple[list[str], list[FileError]]:
+def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[StopAt] = None, anchor: str = "",
+             respect_gitignore: bool = True) -> tuple[list[str], list[FileError]]:
     """Python files under ``paths``; explicitly named files are taken as they are.
 
     Directory walks do not follow symlinked folders (no loops), skip excluded names (``anchor``: the
-    folder the paths in ``exclude`` are counted from, ``Config.root``; "": from the paths as given), and
-    leave out a folder below a path given for which ``stop_at(folder, its file names)`` is true.
+    folder the paths in ``exclude`` are counted from, ``Config.root``; "": from the paths as given) and,
+    with ``respect_gitignore``, what git ignores (``lints.gitignore``), and leave out a folder below a
+    path given for which ``stop_at(folder, its entries' names)`` is true. Paths a walk finds are
+    spelt as ``os.path.normpath`` spells them (``a.py``, never ``./a.py``), as errors are.
     """
     exclude = tuple(exclude)
     files: list[str] = []
@@ -147,10 +166,12 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Sto
 
     for given in paths:
         if os.path.isdir(given):
-            for root, names in _walk(given, exclude, stop_at, anchor):
+            for root, names in _walk(given, exclude, stop_at, anchor, respect_gitignore):
+                root = os.path.normpath(root)
+                root = "" if root == os.curdir else root  # `a.py`, not `./a.py`
                 for name in names:
                     full = os.path.join(root, name)
-                    if name.endswith(".py") and not _excluded(name, full, exclude, anchor):
+                    if not _excluded(name, full, exclude, anchor):
                         if is_regular_file(full) is False:  # a FIFO would block the run; a broken link
                             errors.append(FileError(full, NOT_REGULAR))  # reports its own error later
                         else:
@@ -158,27 +179,28 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Sto
         elif os.path.lexists(given):
             files.append(given)  # a broken link or unreadable file reports its own error
         else:
-            errors.append(FileError(given, "no such file or directory"))
+            errors.append(FileError(os.path.normpath(given), "no such file or directory"))
     return sorted(dict.fromkeys(files)), errors
 
 
-# (folder, the names of its files) -> whether a walk leaves that folder out
-StopAt = Callable[[str, list[str]], bool]
+# (folder, the names of its entries) -> whether a walk leaves that folder out
+StopAt = Callable[[str, Collection[str]], bool]
 
 
-def stopping_points(folder: str, exclude: Iterable[str], stop_at: StopAt, anchor: str = "") -> list[str]:
+def stopping_points(folder: str, exclude: Iterable[str], stop_at: StopAt, anchor: str = "",
+                    respect_gitignore: bool = True) -> list[str]:
     """The folders below ``folder`` that ``discover``'s walk from it leaves out (``stop_at``)."""
-    return _listing(folder, tuple(exclude), stop_at, anchor)[1]
+    return _listing(folder, tuple(exclude), stop_at, anchor, respect_gitignore)[1]
 
 
-def _walk(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt] = None, anchor: str = ""
-          ) -> Iterator[tuple[str, list[str]]]:
-    """(folder, sorted file names) under ``folder``, not into symlinked or excluded folders (a walk
-    never enters a link, so ``stop_at`` is asked only of real folders, once each)."""
-    return iter(_listing(folder, exclude, stop_at, anchor)[0])
+def _walk(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt] = None, anchor: str = "",
+          respect_gitignore: bool = True) -> Iterator[tuple[str, list[str]]]:
+    """(folder, sorted names of its Python files) under ``folder``, not into symlinked, excluded or
+    ignored folders (a walk never enters a link, so ``stop_at`` is asked only of real folders, once each)."""
+    return iter(_listing(folder, exclude, stop_at, anchor, respect_gitignore)[0])
 
 
-Listing = tuple[list[tuple[str, list[str]]], list[str]]  # (folder, its file names) walked; the folders left out
+Listing = tuple[list[tuple[str, list[str]]], list[str]]  # (folder, its .py names) walked; the folders left out
 _shared_listings: Optional[dict[tuple, Listing]] = None
 
 
@@ -189,6 +211,8 @@ def walks_shared() -> Iterator[None]:
     in which no file is created or removed."""
     global _shared_listings
     outer = _shared_listings
+    if outer is None:
+        gitignore.forget()
     _shared_listings = {} if outer is None else outer
     try:
         yield
@@ -196,22 +220,62 @@ def walks_shared() -> Iterator[None]:
         _shared_listings = outer
 
 
-def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], anchor: str) -> Listing:
-    key = (os.path.abspath(folder), folder, exclude, stop_at, anchor)
+def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], anchor: str,
+             respect_gitignore: bool) -> Listing:
+    """The walk itself: top-down, folders in name order, as ``os.walk`` (whose recursion a tree 1,000
+    folders deep exhausts) with a list of folders still to see; a folder that cannot be listed is left
+    out, as ``os.walk`` leaves it."""
+    key = (os.path.abspath(folder), folder, exclude, stop_at, anchor, respect_gitignore)
     if _shared_listings is not None and key in _shared_listings:
         return _shared_listings[key]
     walked: list[tuple[str, list[str]]] = []
     stopped: list[str] = []
-    for root, dirs, names in os.walk(folder, followlinks=False):
+    top = os.path.abspath(folder)
+    # (folder, its absolute path, the ignore rules of the folder holding it); next to see at the end
+    pending: list[tuple[str, str, Optional[gitignore.Rules]]] = [(folder, top, None)]
+    while pending:
+        root, absolute, outer = pending.pop()
+        try:
+            with os.scandir(root) as scan:
+                entries = list(scan)
+        except OSError:
+            continue
+        names = {entry.name for entry in entries}
         if stop_at is not None and root != folder and stop_at(root, names):
             stopped.append(root)
-            dirs[:] = []
             continue
-        dirs[:] = sorted(d for d in dirs if not _excluded(d, os.path.join(root, d), exclude, anchor))
-        walked.append((root, sorted(names)))
+        rules = None
+        if respect_gitignore:
+            rules = gitignore.rules_at(top) if root == folder else gitignore.rules_entering(absolute, outer, names)
+        python_files, subfolders = [], []
+        for entry in entries:
+            if _is_folder(entry):
+                if not _is_link(entry) and not _excluded(entry.name, os.path.join(root, entry.name), exclude, anchor) \
+                        and not gitignore.is_ignored(rules, absolute, entry.name, True):
+                    subfolders.append(entry.name)
+            elif entry.name.endswith(".py") and not gitignore.is_ignored(rules, absolute, entry.name, False):
+                python_files.append(entry.name)
+        walked.append((root, sorted(python_files)))
+        for name in sorted(subfolders, reverse=True):  # the first in name order is seen next
+            pending.append((os.path.join(root, name), os.path.join(absolute, name), rules))
     if _shared_listings is not None:
         _shared_listings[key] = (walked, stopped)
     return walked, stopped
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    """A folder, or a link to one (listed as a folder and not entered, as by ``os.walk``)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_link(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return True  # as os.walk: not entered
 
 
 _pauses = 0  # collector_paused blocks running now, in any thread
@@ -265,6 +329,7 @@ def in_forked_child(work: Callable[[], None]) -> Optional[Callable[[], None]]:
                 stream.flush()  # else the child's exit could write the parent's pending output twice
             except (OSError, ValueError):
                 pass
+    parent_pid = os.getpid()
     try:
         pid = os.fork()
     except OSError:  # EAGAIN (process limits), ENOMEM: do the work in this process instead
@@ -275,6 +340,7 @@ def in_forked_child(work: Callable[[], None]) -> Optional[Callable[[], None]]:
             for number in _DEFERRED_SIGNALS:
                 if signal.getsignal(number) is not signal.SIG_IGN:
                     signal.signal(number, _interrupt)
+            die_with_parent(parent_pid)  # SIGTERM: `work` removes its temp file
             work()
             code = 0
         except KeyboardInterrupt:
@@ -417,16 +483,56 @@ def _crash_error(item: object, why: str) -> FileError:
 _POLL_SECONDS = 0.2
 
 
-def _worker_init() -> None:
-    """Workers leave Ctrl-C and SIGTERM to the main process, which stops them (see ``_stop``)."""
+def _worker_init(parent_pid: int) -> None:
+    """Workers leave Ctrl-C and SIGTERM to the main process, which stops them (see ``_stop``), and end
+    with it (``die_with_parent``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent(parent_pid)
+
+
+_parent_pid: Optional[int] = None  # in a worker: the process it was started by; None elsewhere
+_PARENT_GONE = 70  # a worker's exit status when it ends because the run that started it is gone
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent_pid: int, on_death: int = signal.SIGTERM) -> None:
+    """In a process that the run ``parent_pid`` started (a worker, a cache writer): end when that run
+    ends, even by SIGKILL, which no handler of its sees. Left running, a worker goes on summarising or
+    writing fixed files for a run that is gone, then waits forever for work, holding the run's stdout
+    and stderr pipes (``gradmode-fix . | tee log`` never ends). On Linux the kernel sends ``on_death``
+    when the parent dies (``PR_SET_PDEATHSIG``); SIGTERM, so that a write under way finishes whole
+    (``deferred_signals``). Everywhere, ``write_file`` first checks that the parent is still there."""
+    global _parent_pid
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(on_death), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # no prctl: the check before each write still holds
+    _parent_pid = os.getppid()  # a fork server's child has that server as its parent, not the run
+    if _parent_pid != parent_pid and not _pid_alive(parent_pid):
+        os._exit(_PARENT_GONE)  # the run died before the signal was asked for: nothing will send it
+
+
+def parent_gone() -> bool:
+    """In a worker: whether the run that started it is gone (then it was re-parented)."""
+    return _parent_pid is not None and os.getppid() != _parent_pid
+
+
+def _end_if_orphaned() -> None:
+    """Nothing is written for a run that is gone: the worker ends, its temp files removed."""
+    if parent_gone():
+        remove_in_flight_temps()
+        os._exit(_PARENT_GONE)
 
 
 def _pool_round(func, items, tasks: list[list[int]], workers: int, results: dict, progress,
                 hand_over: Optional[HandOver] = None) -> list[list[int]]:
     """Run ``tasks`` (lists of item indices) in one pool; the tasks lost to a dead worker, in submission order."""
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_worker_init)
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_worker_init,
+                                                  initargs=(os.getpid(),))
     lost: list[int] = []  # task numbers
     try:
         futures: dict[concurrent.futures.Future, int] = {}
@@ -485,8 +591,8 @@ def _stop(pool: concurrent.futures.ProcessPoolExecutor) -> None:
             pass
 
 
-def _isolated_child(func, item, conn) -> None:
-    _worker_init()
+def _isolated_child(func, item, conn, parent_pid: int) -> None:
+    _worker_init(parent_pid)
     try:
         message = (True, func(item))
     except BaseException as exc:  # handed to the parent, which raises it as the pool would
@@ -511,7 +617,7 @@ def _isolated_round(func, items, order: list[int], workers: int, results: dict, 
             while pending and len(running) < workers:
                 i = pending.pop(0)
                 receive, send = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_isolated_child, args=(func, items[i], send), daemon=True)
+                proc = ctx.Process(target=_isolated_child, args=(func, items[i], send, os.getpid()), daemon=True)
                 proc.start()
                 send.close()
                 running[receive] = (i, proc)
@@ -673,6 +779,7 @@ def write_file(path: str, data: bytes, expected: Optional[bytes] = None) -> str:
     computed from), else ``FileChangedError`` is raised and nothing is written.
     Symlinks are written through, not replaced.
     """
+    _end_if_orphaned()
     real = os.path.realpath(path)
     st = os.stat(real)
     if not stat.S_ISREG(st.st_mode):
@@ -822,6 +929,7 @@ def _write_by_rename(real: str, data: bytes, st: os.stat_result, folder: str, ex
             finally:
                 os.close(fd)
             _check_unchanged(real, expected)
+            _end_if_orphaned()  # the run may have died while the temp file was written
             os.replace(tmp, real)
             _in_flight.discard(tmp)
         finally:
@@ -843,6 +951,7 @@ def _write_in_place(real: str, data: bytes, expected: Optional[bytes]) -> None:
                 raise OSError(errno.EINVAL, NOT_REGULAR)
             if expected is not None and not _same_content(fd, expected):
                 raise FileChangedError(errno.EAGAIN, "the file changed on disk while it was being fixed")
+            _end_if_orphaned()
             os.lseek(fd, 0, os.SEEK_SET)
             _write_all(fd, data)
             os.ftruncate(fd, len(data))

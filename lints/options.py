@@ -168,7 +168,7 @@ def find_pyproject(start: Path) -> Optional[Path]:
     start = Path(os.path.abspath(start))  # as the path is given (a link to a shared package: its project's)
     folder = str(start) if start.is_dir() else os.path.dirname(start)
     while True:  # by dirname: Path.parents makes every parent's parts, quadratic in a tree 1,000 deep
-        if declares_config(Path(folder)):
+        if declares_config(folder):
             return Path(folder) / "pyproject.toml"
         parent = os.path.dirname(folder)
         if parent == folder:
@@ -176,22 +176,23 @@ def find_pyproject(start: Path) -> Optional[Path]:
         folder = parent
 
 
-def declares_config(folder: Path) -> bool:
-    """Whether ``folder`` has a pyproject.toml with [tool.gradmode] (ConfigError if it cannot be read)."""
-    candidate = Path(folder) / "pyproject.toml"
+def declares_config(folder: "str | Path") -> bool:
+    """Whether ``folder`` has a pyproject.toml with [tool.gradmode] (ConfigError if it cannot be read).
+    Paths as strings: parsing a Path costs a pass over its parts, 1,000 of them in a deep tree."""
+    candidate = os.path.join(folder, "pyproject.toml")
     try:
-        if not stat.S_ISREG(candidate.stat().st_mode):
+        if not stat.S_ISREG(os.stat(candidate).st_mode):
             return False
     except (OSError, ValueError):
         return False
     return _table_of(candidate) is not None
 
 
-def _table_of(path: Path) -> Optional[dict]:
+def _table_of(path: "str | Path") -> Optional[dict]:
     """``_gradmode_table``, parsed once per process while the file stays the same (walks ask of every
     folder, and loading a config asks again); a file that is not a regular one is read each time."""
     try:
-        info = Path(path).stat()
+        info = os.stat(path)
     except (OSError, ValueError):
         return _gradmode_table(path)  # its own error
     if not stat.S_ISREG(info.st_mode):

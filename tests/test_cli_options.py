@@ -330,14 +330,15 @@ def test_a_folder_given_is_walked_once_per_run_and_afresh_by_the_next(tmp_path, 
 
     main = importlib.import_module(front_end).main
     root = _project(tmp_path, "[tool.gradmode]\n")
-    walks = []
-    real_walk = os.walk
+    walks = []  # each folder a walk lists
+    real_scandir = os.scandir
 
-    def counting_walk(top, *args, **kwargs):
-        walks.append(os.path.abspath(top))
-        return real_walk(top, *args, **kwargs)
+    def counting_scandir(top=".", *args, **kwargs):
+        if isinstance(top, (str, os.PathLike)):
+            walks.append(os.path.abspath(top))
+        return real_scandir(top, *args, **kwargs)
 
-    monkeypatch.setattr(files.os, "walk", counting_walk)
+    monkeypatch.setattr(files.os, "scandir", counting_scandir)
     monkeypatch.chdir(root)
     args = ["-q", "--no-cache", "--diff", "."] if front_end == "lints.codemod" else ["-q", "--no-cache", "."]
     assert main(args) == 1
