@@ -122,27 +122,36 @@ class Buffers:
                         break
                 continue
             local_allocs: dict[str, list] = {}
+            # locals stored somewhere as they are (`self._c[k] = buf`): the only ones whose provenance matters
+            stored_locals = {fact[A_VALUE][1] for fact in fn["assigns"] if fact[A_OP] is None
+                             and fact[A_VALUE][0] == "n" and "." not in fact[A_VALUE][1]
+                             and (fact[A_TARGET][0] == "s" or "." in fact[A_TARGET][1])}
             for fact in fn["assigns"]:
                 target = fact[A_TARGET]
                 if fact[A_OP] is not None or target[0] not in "ns":
                     continue
                 if target[0] == "n" and "." not in target[1] and target[1] not in fn["globals"] \
                         and fn["qual"] != MODULE_SCOPE:
-                    if self.provenance.fresh(fid, fact[A_VALUE]):
+                    if target[1] in stored_locals and self.provenance.fresh(fid, fact[A_VALUE]):
                         local_allocs.setdefault(target[1], []).append(fact)
                     continue
                 value = fact[A_VALUE]
                 if value[0] == "n" and "." not in value[1]:
                     continue  # a local: `_stored_locals` follows it to where it was allocated
                 stored = self._store_key(fid, target)
-                if stored is None or not self.provenance.fresh(fid, value):
+                if stored is None:
                     continue
                 key, dict_store = stored
                 text = target[1][1] if dict_store else target[1]
-                if self._guarded(fn, fact[A_GUARD], {text}) is not None:
+                lazy = self._guarded(fn, fact[A_GUARD], {text}) is not None
+                eager = not lazy and not dict_store and (fn["name"] in CONSTRUCTORS or
+                                                         self._copy_of_itself(fid, value, text))
+                if not (lazy or eager) or not self.provenance.fresh(fid, value):  # the costly question last
+                    continue
+                if lazy:
                     found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
                                             f"allocated under a check of `{text}`", dict_store))
-                elif not dict_store and (fn["name"] in CONSTRUCTORS or self._copy_of_itself(fid, value, text)):
+                else:
                     # eager: built with the object, or rebound to a copy of itself (`self.k = self.k.to(dtype)`);
                     # not any store of a new tensor (a per-batch field set by each event loop), which would pair
                     # the allocations of one loop with the updates of another that never runs beside it
@@ -179,14 +188,15 @@ class Buffers:
             if receiver is None or method not in _CONTAINER_INSERTS or receiver[0] != "n" or not call[C_ARGS]:
                 continue
             value = call[C_ARGS][-1]
+            text = receiver[1]
+            # a list grown on every call holds each call's tensors: not one kept buffer
+            if self._guarded(fn, call[C_GUARD], {text}) is None:
+                continue
             stored = self._store_key(fid, receiver)
             if stored is None or not self.provenance.fresh(fid, value):
                 continue
             key, _ = stored
-            text = receiver[1]
-            lazy = self._guarded(fn, call[C_GUARD], {text}) is not None
-            if not lazy:
-                continue  # a list grown on every call holds each call's tensors: not one kept buffer
+            lazy = True
             out.append(Allocation(key, fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
                                   f"allocated under a check of `{text}`" if lazy else f"`{text}.{method}()` of a "
                                   f"new tensor", True, lazy=lazy))

@@ -7,7 +7,8 @@ Each function is called in some inference-mode *states*: ``on`` (inside ``torch.
 ``entry-grad-mode`` setting says how the host calls it). The states flow from caller to callee
 over the cross-module call graph, through what the caller switches around the call: its own
 decorators, then the ``with`` blocks around the call, outermost first. ``no_grad`` keeps inference
-mode on where it is on (torch does), and makes an unknown state off. A ``with run_ctx:`` on a
+mode on where it is on (torch does); an entry the host calls that enters no_grad itself is taken to run
+outside inference mode, while elsewhere no_grad keeps an unknown state unknown. A ``with run_ctx:`` on a
 parameter enters whatever the callers pass for it.
 
 Every state a function reaches keeps its witness: the caller and the line of the call, down from
@@ -84,9 +85,17 @@ class GradModes:
                     for inner in passed:
                         expanded.extend(_switch(inner, fid, line, current))
                 else:
-                    expanded.extend(_switch(mode, fid, line, current))
+                    expanded.extend(_switch(mode, fid, line, current, self._host_entry(fid)))
             current = list(dict.fromkeys(expanded))
         return current
+
+    def _host_entry(self, fid: str) -> bool:
+        """Whether ``fid`` is an entry the host calls (no project code calls it), not a module's ``forward``
+        or ``__call__`` (its runner calls it, often through an object of unknown class, in the runner's mode).
+        An entry that enters no_grad itself is taken to be called outside inference mode: that is what the
+        engine chose for it. Anywhere else no_grad keeps an unknown state unknown (torch keeps inference mode
+        on under no_grad)."""
+        return fid not in self._callers and self.project.function(fid)["name"] not in ("forward", "__call__")
 
     def param_modes(self, fid: str, param: str) -> tuple[Mode, ...]:
         """The switches callers pass for ``param`` of ``fid`` (``run_ctx``), its default included."""
@@ -186,11 +195,37 @@ class GradModes:
         return [f"{self.project.label(caller)} calls {self.project.label(callee)} at {self.project.where(caller, line)}"
                 for caller, callee, line in self.links(fid, state)[-limit:]]
 
+    def entry_contexts(self, fid: str, limit: int = 50000) -> frozenset[str]:
+        """Where the runs that reach ``fid`` start: each entry no project code calls, as its class when it is
+        a method (one object's methods run in one program: a runner's warmup and its serving step) and as its
+        module otherwise (a script, a test kit). Two switches whose contexts share none are not known to run
+        in one program."""
+        memo = self.__dict__.setdefault("_entry_contexts", {})
+        if fid in memo:
+            return memo[fid]
+        seen = {fid}
+        stack = [fid]
+        found: set[str] = set()
+        while stack and len(seen) < limit:
+            current = stack.pop()
+            edges = self._callers.get(current)
+            if not edges:
+                owner = self.project.class_of(current) if self.project.function(current)["cls"] else None
+                found.add(owner or self.project.functions[current][0]["module"])
+                continue
+            for edge in edges:
+                if edge.caller not in seen:
+                    seen.add(edge.caller)
+                    stack.append(edge.caller)
+        memo[fid] = frozenset(found)
+        return memo[fid]
+
     def describe(self, origin: Origin) -> str:
         return f"{origin.text} in {self.project.label(origin.fid)} at {self.project.where(origin.fid, origin.line)}"
 
 
-def _switch(mode: Mode, fid: str, line: int, current: list[tuple[str, Origin]]) -> list[tuple[str, Origin]]:
+def _switch(mode: Mode, fid: str, line: int, current: list[tuple[str, Origin]], host_entry: bool
+            ) -> list[tuple[str, Origin]]:
     """What one switch does to each incoming (state, origin)."""
     here = Origin(fid, line, mode.via)
     if mode.mode == INFERENCE:
@@ -198,7 +233,7 @@ def _switch(mode: Mode, fid: str, line: int, current: list[tuple[str, Origin]]) 
     if mode.mode == INFERENCE_OFF:
         return [(OFF, here)]
     if mode.mode in (NO_GRAD, ENABLE_GRAD):  # inference mode stays on under no_grad; elsewhere it is off
-        return [(ON, origin) if state == ON else (OFF, here if state == UNKNOWN else origin)
+        return [(state, origin) if state != UNKNOWN else ((OFF, here) if host_entry else (UNKNOWN, origin))
                 for state, origin in current]
     return [(UNKNOWN, here)]  # `inference_mode(flag)`: either
 

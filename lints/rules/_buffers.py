@@ -5,6 +5,7 @@ from typing import Optional
 
 from ..analysis import ProjectAnalysis
 from ..buffers import Allocation, Mutation
+from ..provenance import CONSTRUCTORS
 from ..summary import G_PARENT
 
 
@@ -33,9 +34,10 @@ def lazy_buffers(analysis: ProjectAnalysis) -> list[tuple[Allocation, list[Mutat
         for key in candidates:
             if key in by_key:
                 for mutation in by_key[key]:
-                    if mutation.fid == alloc.fid and (_inside_guard(analysis, mutation, alloc) or (
-                            not alloc.lazy and alloc.guard < 0 and mutation.line >= alloc.line
-                            and not mutation.entry_fid)):
+                    if mutation.fid == alloc.fid and not mutation.entry_fid and (
+                            _inside_guard(analysis, mutation, alloc) or (not alloc.lazy and (
+                                alloc.guard < 0 or analysis.project.function(alloc.fid)["name"] in CONSTRUCTORS)
+                                and mutation.line >= alloc.line)):
                         continue  # initialisation right after the allocation runs in its own mode
                     if mutation not in seen:
                         seen.add(mutation)

@@ -323,8 +323,12 @@ class LazyBufferBecomesInferenceTensor(Rule):
         for alloc, mutations in sorted(lazy_buffers(analysis), key=lambda pair: not pair[0].lazy):
             if alloc not in suspects:
                 continue
+            # the update outside inference mode, where what turned it off runs in a program that also runs what
+            # turned it on: not a test kit's or a benchmark script's call of a layer that a server warms up
+            together = modes.entry_contexts(suspects[alloc].fid)
             outside = next(((m, states[OFF][0]) for m in mutations
-                            if OFF in (states := modes.at(*_update_site(m)))), None)
+                            if OFF in (states := modes.at(*_update_site(m)))
+                            and not together.isdisjoint(modes.entry_contexts(states[OFF][0].fid))), None)
             if outside is None:
                 continue
             mutation, off = outside
