@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 from pathlib import Path
 from typing import Any, List, Mapping, Optional
@@ -17,18 +18,25 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext, SkipFile
 from libcst.metadata import BatchableMetadataProvider
 
-from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere
+from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere, run_to_fix_from
 from lints.options import Config, ConfigError, check_codes, default_cache_dir, load_config, split_codes
 from lints.engine import ProjectLocator, finding_from_dict, lint_project, project_groups
 from lints.files import excluded_below, within
 from lints.fixer import STYLES, apply_fixes, plans_for
 
-_NOTHING = ((), None, "")
+_NOTHING = ((), None, "", "")
 
 
 class ProjectConfigError(Exception):
     """The project of a file has settings that cannot be read: the file is left as it is, and counts as
     failed, so that libcst's exit status says so."""
+
+
+class OutsideTheProject(Exception):
+    """A file reached through a symbolic link is outside its project: libcst would write through the link
+    (a checkout can link a file of its to any file its user may write), so the file is left as it is and
+    counts as failed. libcst hands over the files it found, not the paths it was given, so this holds for
+    a link named on the command line too: ``gradmode-fix`` fixes one named there."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +55,8 @@ class CommandSettings:
 def _project_findings(root: Path, paths: List[str], settings: CommandSettings = CommandSettings()
                       ) -> dict[str, tuple]:
     """given path -> (its findings as dicts, the names other modules import from it: see
-    ``names_imported_elsewhere``, why its project could not be analysed or ""). A file given under
+    ``names_imported_elsewhere``, why its project could not be analysed or "", why it is outside its
+    project, reached through a symbolic link, or ""). A file given under
     several paths has them all under the first, none under the others (``first_path_per_file``). Each
     project is analysed on its own, as the CLI does (``project_groups``), under its own settings and
     the command line's (``settings``)."""
@@ -55,6 +64,7 @@ def _project_findings(root: Path, paths: List[str], settings: CommandSettings = 
     found: dict[str, list[dict]] = {p: [] for p in first.values()}
     imported: dict = {}
     broken: dict[str, str] = {}  # given path -> why its project's settings cannot be read
+    outside: dict[str, str] = {}  # given path -> the file outside its project it links to
     locator = ProjectLocator()
     # libcst hands over the files it found, not the paths it was given: what they share stands for those
     shared = os.path.commonpath([os.path.abspath(os.path.join(root, p)) for p in paths]) if paths else ""
@@ -75,14 +85,23 @@ def _project_findings(root: Path, paths: List[str], settings: CommandSettings = 
         # what it was given, where the project's exclude keeps the walk out, is linted, as by the CLI
         named = [p for p in group if within(os.path.abspath(p), shared)] if project is not None and shared \
             and excluded_below(shared, project, own.exclude, own.root) else []
-        run = lint_project([project, *named] if project is not None else group, own, cache_dir=default_cache_dir())
+        members = [project, *named] if project is not None else group
+        run = lint_project(members, own, cache_dir=default_cache_dir())
+        # the caches are the checkout's: what they say does not choose what is written
+        run = run_to_fix_from(run, own, functools.partial(lint_project, members, own, use_cache=False))
         if any(f.fixes for f in run.findings):
             imported.update(names_imported_elsewhere(run, own))
+        for path in group:
+            given = first.get(file_identity(path))
+            if given is not None and not within(os.path.realpath(path), os.path.realpath(run.root)):
+                outside[given] = (f"reached through a symbolic link, {given} is {os.path.realpath(path)}, outside "
+                                  f"the project: not written (`gradmode-fix {given}` fixes it)")
         for finding in run.findings:
             given = first.get(file_identity(finding.path))
             if given is not None:
                 found[given].append(finding.to_dict())
-    fixes = {p: (tuple(found[p]), imported.get(identity), broken.get(p, "")) for identity, p in first.items()}
+    fixes = {p: (tuple(found[p]), imported.get(identity), broken.get(p, ""), outside.get(p, ""))
+             for identity, p in first.items()}
     return {p: fixes.get(p, _NOTHING) for p in paths}
 
 
@@ -126,14 +145,17 @@ class FixInferenceMode(CodemodCommand):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         filename = self.context.filename or ""
         if self.context.metadata_manager is not None and self.settings == CommandSettings():
-            data, imported, broken = self.get_metadata(ProjectFindingsProvider, tree, _NOTHING)
+            data, imported, broken, outside = self.get_metadata(ProjectFindingsProvider, tree, _NOTHING)
         elif filename:  # no repository root, or settings of the command's: the project around this file
             # (its result is cached: the other files of the project reuse it)
-            data, imported, broken = _project_findings(Path("."), [filename], self.settings).get(filename, _NOTHING)
+            data, imported, broken, outside = _project_findings(Path("."), [filename], self.settings).get(
+                filename, _NOTHING)
         else:
             raise SkipFile("no file name: the project analysis needs one")
         if broken:
             raise ProjectConfigError(broken)
+        if outside and data:  # nothing to write otherwise
+            raise OutsideTheProject(outside)
         findings = [finding_from_dict(d) for d in data]
         plans = plans_for(tree, findings, self.unsafe_fixes, style=self.style)
         if not plans:

@@ -12,13 +12,14 @@ import contextlib
 import dataclasses
 import difflib
 import functools
+import json
 import os
 import signal
 import sys
 import threading
 import warnings
 from pathlib import Path
-from typing import Collection, Iterable, Optional, Sequence
+from typing import Callable, Collection, Iterable, Optional, Sequence
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -29,14 +30,17 @@ from . import __version__
 from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, configs_for_paths,
                   errors_of, internal_error, program_name, tolerant_output)
 from .options import Config, ConfigError, default_cache_dir
-from .engine import SummaryCache, collect_summaries, lint_project, loose_entries, project_files
+from .engine import (ProjectRun, SummaryCache, analyse, collect_summaries, encode_json, lint_project, loose_entries,
+                     project_files, summarize_source)
 from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, collector_paused, default_jobs, is_read_only,
-                    quiet_warnings, read_source, remove_in_flight_temps, run_jobs, source_lines, walks_shared,
-                    write_file)
-from .fixer import REFUSED_WHY, STYLES, FixTransformer, fix_source, inference_mode_imports, node_positions, plans_for
+                    quiet_warnings, read_source, remove_in_flight_temps, run_jobs, source_lines, text_reader,
+                    walks_shared, warn, within, write_file)
+from .fixer import (PIECES_MIN_CHARS, REFUSED_WHY, STYLES, FixTransformer, PiecesMisfit, fix_in_pieces, fix_source,
+                    inference_mode_imports, node_positions, plans_for)
 from .limits import source_limits_error
 from .progress import Progress
 from .model import FileError, Finding
+from .noqa import without_suppressed
 from .output import render_text
 
 
@@ -76,6 +80,8 @@ class ParsedSource:
     # before it ([] where libcst does not give the text back as it is)
     tops: Optional[list[tuple[int, str]]] = None
     import_reads: Optional[dict[str, int]] = None  # ``_import_reads``
+    # the text was fixed a piece at a time, each piece checked, and libcst gave back the rest as it is
+    kept_exactly: bool = False
 
 
 def _parse_for_fixing(source: SourceFile, parsed: Optional[ParsedSource]) -> ParsedSource:
@@ -114,34 +120,62 @@ def fix_text(source: SourceFile, options: FixOptions, parsed: Optional[ParsedSou
     applicable = [f for f in findings if f.fixes and (f.fixable == "safe" or options.unsafe_fixes)]
     if not applicable:
         return None, findings, None
-    parsed = _parse_for_fixing(source, parsed)
-    if parsed.error is not None:
-        return None, [], parsed.error
-    module = parsed.module
-    if parsed.nodes is None:
-        parsed.nodes = node_positions(module)
     unbound: list = []
     refused = refused if refused is not None else []
-    fixed_module = fix_source(module, applicable, options.style, options.unsafe_fixes, unbound=unbound,
-                              refused=refused,
-                              imported_elsewhere=imported.get(file_identity(source.path)) if imported else None,
-                              nodes=parsed.nodes)
+    imported_here = imported.get(file_identity(source.path)) if imported else None
+    fixed = _fixed_in_pieces(source, applicable, options, parsed, unbound, refused, imported_here)
+    checked = fixed is not None  # each fixed piece is
+    if fixed is None:  # the whole module at once
+        parsed = _parse_for_fixing(source, parsed)
+        if parsed.error is not None:
+            return None, [], parsed.error
+        module = parsed.module
+        if parsed.nodes is None:
+            parsed.nodes = node_positions(module)
+        fixed_module = fix_source(module, applicable, options.style, options.unsafe_fixes, unbound=unbound,
+                                  refused=refused, imported_elsewhere=imported_here, nodes=parsed.nodes)
+        fixed = (fixed_module.code, None) if fixed_module is not None else (source.text, None)
     if unbound:  # libcst and the analysis disagree on where the code is: refuse rather than guess
         line = unbound[0].at[0]
         lines = source_lines(source.text)
         text_line = lines[line - 1] if 0 < line <= len(lines) else ""
         why = " (a form feed on that line moves columns)" if "\f" in text_line else ""
         return None, [], f"line {line}: the code to fix is not where the analysis found it{why}; file left unchanged"
-    if fixed_module is None or fixed_module.code == source.text:
+    text, why = fixed
+    if text == source.text:
         return None, findings, None
-    fixed = fixed_module.code
     # Never hand back code that does not parse, whatever went wrong above.
-    why = _does_not_parse(fixed, source.path)
+    why = why or (None if checked else _does_not_parse(text, source.path))
     if why is not None:
         return None, [], f"internal error: the fix produced code that does not parse ({why}); file left unchanged"
     fixed_ones = set(applicable).difference(refused)  # sets: thousands of findings in one file
     remaining = [f for f in findings if f not in fixed_ones]
-    return fixed, remaining, None
+    return text, remaining, None
+
+
+def _fixed_in_pieces(source: SourceFile, applicable: list[Finding], options: FixOptions,
+                     parsed: Optional[ParsedSource], unbound: list, refused: list[Finding],
+                     imported_here: Optional[Collection[str]]) -> Optional[tuple[str, Optional[str]]]:
+    """``fixer.fix_in_pieces`` on a big text, not parsed whole yet: (the fixed text, why it does not
+    parse or None); None where the text is small, or cannot be fixed a piece at a time (a form feed or
+    a CR line end, which libcst does not print back as they are, or a piece libcst cannot parse).
+    Each fixed piece is checked to parse and the others are the file's own text: ``parsed.kept_exactly``."""
+    text = source.text
+    if (len(text) < PIECES_MIN_CHARS or "\r" in text or "\f" in text
+            or (parsed is not None and (parsed.module is not None or parsed.error is not None))):
+        return None
+    if source_limits_error(text) is not None:
+        return None  # the whole way reports it
+    before = (len(unbound), len(refused))
+    try:
+        fixed = fix_in_pieces(text, applicable, options.style, options.unsafe_fixes, unbound, refused,
+                              imported_elsewhere=imported_here, path=source.path)
+    except PiecesMisfit:
+        del unbound[before[0]:], refused[before[1]:]
+        return None
+    if parsed is not None:
+        parsed.kept_exactly = True
+    return fixed
 
 
 def _does_not_parse(text: str, path: str) -> Optional[str]:
@@ -165,6 +199,93 @@ def file_identity(path: str) -> tuple:
     return st.st_dev, st.st_ino
 
 
+def run_to_fix_from(run: ProjectRun, config: Config, analyse_afresh: Callable[[], ProjectRun], jobs: int = 1,
+                    max_bytes: int = MAX_FILE_BYTES) -> ProjectRun:
+    """``run`` with findings a cache cannot have steered, for the fixes to write: the caches are the
+    checkout's, and a ``results.json`` or a summary planted in them (their keys are hashes of public
+    bytes) would otherwise choose which code is rewritten.
+
+    Where the findings to fix came from ``results.json``, they are made again from the summaries; the
+    summary of each file to fix is made again from its text, and where one differs from the summary the
+    analysis used, no cache is trusted: ``analyse_afresh`` runs the project with none (and a warning says
+    so). The summaries of the files not written are the cache's, by the hash of their content. A run
+    with nothing to fix, or that used no cache, is returned as it is (nothing is written from a cache).
+    """
+    if run.cache_folder is None or not any(f.fixes for f in run.findings):
+        return run
+    if run.analysis is None:
+        run = _analysed_again(run, config, jobs, max_bytes)
+    if _summaries_hold(run, {f.path for f in run.findings if f.fixes}, max_bytes):
+        return run
+    warn(f"the cache in {run.cache_folder} does not match the files it describes: fixing from a fresh analysis")
+    return analyse_afresh()
+
+
+def _analysed_again(run: ProjectRun, config: Config, jobs: int, max_bytes: int) -> ProjectRun:
+    """``run`` (its findings read from ``results.json``) with the analysis, and the findings of the rules
+    that fix (GM1xx), made again from the summaries (the cache's, by the hash of each file's content) and
+    reported as ``lint_project`` does. The other findings are the cache's, for the report, with no fix
+    (GM2xx findings are reported, not rewritten: their rules, half the analysis' time on sglang, are not
+    run again)."""
+    from .rules import ALL_RULES
+
+    with collector_paused():
+        analysis = analyse(_summaries_again(run, config, jobs, max_bytes), config)
+        found = sorted({f for code, rule in ALL_RULES.items() if code.startswith(FIXING_RULES)
+                        and config.is_selected(code, rule.DEFAULT_ENABLED) for f in rule().check(analysis)})
+    given = {os.path.abspath(p): p for p in run.files}
+    findings = [dataclasses.replace(f, path=given[os.path.abspath(f.path)]) for f in found
+                if os.path.abspath(f.path) in given]
+    findings = without_suppressed([f for f in findings if not config.ignored_in(f.path, f.code)], text_reader({}))
+    reported = [dataclasses.replace(f, fixes=(), fixable="") for f in run.findings
+                if not f.code.startswith(FIXING_RULES)]
+    return dataclasses.replace(run, findings=sorted(findings + reported), analysis=analysis)
+
+
+# The rules whose findings carry fixes (GM2xx findings are reported, not rewritten).
+FIXING_RULES = "GM1"
+
+
+def _summaries_again(run: ProjectRun, config: Config, jobs: int, max_bytes: int) -> dict[str, dict]:
+    """path -> summary of each module of ``run``'s project (whose findings came from ``results.json``): from
+    its cache, by the hash of each file's content, or made again. The cache is read, never written."""
+    entries = loose_entries(run.loose_members, run.loose_folder, {}, max_bytes) if run.loose_members is not None \
+        else project_files(run.root, config, run.files, max_bytes=max_bytes)
+    cache = SummaryCache(run.cache_folder)
+    cache.limit_to_sources(sum(_size(entry.path) for entry in entries))  # as ``lint_project`` reads it
+    with collector_paused():
+        return collect_summaries(entries, jobs, cache, max_bytes)[0]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except (OSError, ValueError):
+        return 0
+
+
+def _summaries_hold(run: ProjectRun, paths: Collection[str], max_bytes: int) -> bool:
+    """Whether the summary ``run``'s analysis has of each of ``paths`` is the one its text gives now."""
+    used: dict[str, dict] = {}
+    for summary in run.analysis.project.modules.values():
+        used.setdefault(os.path.abspath(summary["path"]), summary)
+    for path in paths:
+        summary = used.get(os.path.abspath(path))
+        source = read_source(path, max_bytes)
+        if summary is None or isinstance(source, FileError):
+            return False  # a finding in a file the analysis has no summary of, or one that cannot be read
+        module = summary["module"].partition("#")[0]  # ``Project`` names a second module of one name `m#2`
+        fresh = summarize_source(dataclasses.replace(source, path=summary["path"]), module, summary["package"])
+        if isinstance(fresh, FileError) or _as_json(fresh) != _as_json({**summary, "module": module}):
+            return False
+    return True
+
+
+def _as_json(summary: dict):
+    """A summary as the cache holds it (lists for tuples), to compare one made here with a cached one."""
+    return json.loads(encode_json(summary))
+
+
 def names_imported_elsewhere(run, config: Config, jobs: int = 1, max_bytes: int = MAX_FILE_BYTES) -> dict:
     """``file_identity`` -> the names other modules of ``run``'s project import from that file's module, or None
     where they may use any (an ``__init__.py``; a module imported whole or with ``*``): a fix keeps those imports."""
@@ -174,10 +295,7 @@ def names_imported_elsewhere(run, config: Config, jobs: int = 1, max_bytes: int 
     if run.analysis is not None:
         summaries = run.analysis.project.modules.values()
     else:  # the findings came from the results cache; the summaries are cached too
-        cache = SummaryCache(run.cache_folder)
-        entries = loose_entries(run.loose_members, run.loose_folder, {}, max_bytes) if run.loose_members is not None \
-            else project_files(run.root, config, run.files, max_bytes=max_bytes)
-        summaries = collect_summaries(entries, jobs, cache, max_bytes)[0].values()
+        summaries = _summaries_again(run, config, jobs, max_bytes).values()
     try:
         with collector_paused():  # sets over every import beside millions of live summary objects
             return _imported_names(list(summaries))
@@ -229,10 +347,12 @@ def fix_file(path: str, options: FixOptions) -> FixOutcome:
     if isinstance(source, FileError):
         return FixOutcome(path, error=source.message)
     refused: list[Finding] = []
+    parsed = ParsedSource()
     try:
-        fixed, remaining, error = fix_text(source, options, refused=refused)
-        if error is None and fixed is not None:
-            fixed, error = _keep_unrelated_bytes(source.text, fixed, source.path)
+        fixed, remaining, error = fix_text(source, options, parsed, refused=refused)
+        if error is None and fixed is not None and not parsed.kept_exactly:
+            fixed, error = _keep_unrelated_bytes(source.text, fixed, source.path,
+                                                 parsed.module.code if parsed.module is not None else None)
     except Exception as exc:  # one bad file must not stop the run
         if _SIGNALLED:
             raise _SignalExit(128 + _SIGNALLED[0]) from None
@@ -491,6 +611,23 @@ def _one_path_per_file(files: list[str], by_path: dict[str, list[Finding]]
     return list(first.values()), merged
 
 
+def _linked_out_of_the_project(paths: Iterable[str], runs: Sequence[ProjectRun], given: Sequence[str]
+                               ) -> dict[str, str]:
+    """path -> why it is not fixed, for each of ``paths`` that a walk found and that is a file outside its
+    project (a symbolic link there, or in a folder on the way): a checkout can link a file of its to any
+    file its user may write. A file named on the command line is the user's to fix, wherever it is."""
+    named = {file_identity(path) for path in given if not os.path.isdir(path)}
+    root_of = {path: run.root for run in runs for path in run.files}
+    out = {}
+    for path in paths:
+        real = os.path.realpath(path)
+        if (path in root_of and not within(real, os.path.realpath(root_of[path]))
+                and file_identity(path) not in named):
+            out[path] = (f"reached through a symbolic link, the file is {real}, outside the project: not written "
+                         f"(name it on the command line to fix it)")
+    return out
+
+
 def unified_diff(before: bytes, after: bytes, path: str) -> bytes:
     """A file's change as ``git diff`` shows it, so that ``git apply`` and ``patch`` take it: of the
     file's own bytes (a BOM, latin-1 text as they are), lines ended by ``\\n`` only, and a last line
@@ -605,8 +742,13 @@ def _main(argv: Optional[Sequence[str]], tool: str = "gradmode-fix") -> int:
                 [e for r in runs for e in r.errors])
 
     runs = []
-    found, files, errors = lint_all(Progress(f"{tool}: reading"), runs)
-    errors = config_errors + errors
+    lint_all(Progress(f"{tool}: reading"), runs)
+    # the caches are the checkout's: what they say does not choose what is written
+    runs = [run_to_fix_from(run, config, functools.partial(
+        lint_project, members, config, jobs, use_cache=False, max_bytes=args.max_file_size), jobs, args.max_file_size)
+        for run, (config, members) in zip(runs, groups)]
+    found, files = [f for r in runs for f in r.findings], [f for r in runs for f in r.files]
+    errors = config_errors + [e for r in runs for e in r.errors]
     by_path: dict[str, list[Finding]] = {}
     for finding in found:
         by_path.setdefault(finding.path, []).append(finding)
@@ -619,6 +761,9 @@ def _main(argv: Optional[Sequence[str]], tool: str = "gradmode-fix") -> int:
     # a file without findings has nothing to fix: it is not read again (handing each file of a large
     # tree to the workers, with the options, took 6 s on sglang 0.5.15)
     to_fix = [f for f in files if by_path.get(f)]
+    outside = _linked_out_of_the_project(to_fix, runs, args.paths)
+    to_fix = [f for f in to_fix if f not in outside]
+    del runs  # their analyses: the fixes, and the lint after them, take the memory instead
     progress = Progress(f"{tool}: fixing")
     progress.start(len(to_fix))
     try:
@@ -626,6 +771,7 @@ def _main(argv: Optional[Sequence[str]], tool: str = "gradmode-fix") -> int:
                             on_crash=_crashed)
     finally:
         progress.close()
+    outcomes = [FixOutcome(path, remaining=tuple(by_path[path]), error=why) for path, why in outside.items()] + outcomes
     remaining = sorted(f for o in outcomes for f in o.remaining)
     changed = [o for o in outcomes if o.changed]
     if changed and options.write:  # what is left, on the whole project as it is now
