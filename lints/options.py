@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .globs import path_match, relative_to
+from .rule_codes import rule_codes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -285,11 +286,10 @@ def check_codes(codes: Iterable[str], where: str) -> None:
     codes = tuple(codes)
     if not codes:
         return
-    from .rules import ALL_RULES  # only when codes are given: a plain run stays cheap
-
-    unknown = [c for c in codes if not any(code.startswith(c) for code in ALL_RULES)]
+    known = rule_codes()
+    unknown = [c for c in codes if not any(code.startswith(c) for code in known)]
     if unknown:
-        raise ConfigError(f"{where}: unknown rule code(s): {', '.join(unknown)} (known: {', '.join(ALL_RULES)})")
+        raise ConfigError(f"{where}: unknown rule code(s): {', '.join(unknown)} (known: {', '.join(known)})")
 
 
 def load_config(pyproject: Optional[Path] = None, start: Optional[Path] = None) -> tuple[Config, Optional[Path]]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import inspect
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import pytest
 import lints.rules
 from lints.options import Config
 from lints.rule import Rule
+from lints.rule_codes import rule_codes
 from lints.rules import ALL_RULES, OPT_IN_CODES
 
 from .helpers import EXPECT, as_files, expected_in_files, lint_files, run_module
@@ -77,6 +80,16 @@ def test_rules_are_discovered_one_class_per_module():
     # the rule files on disk are the modules found (no hand registration)
     on_disk = sorted(p.stem for p in Path(lints.rules.__file__).parent.glob("*.py") if not p.name.startswith("_"))
     assert on_disk == modules
+
+
+def test_rule_codes_from_file_names_are_the_rules_codes():
+    """The settings check codes by the rules' file names (``lints.rule_codes``), not by importing them."""
+    assert rule_codes() == tuple(ALL_RULES)
+    code = ("import sys\nfrom lints.options import check_codes\ncheck_codes(['GM1', 'GM202'], 'x')\n"
+            "print('lints.rules' in sys.modules, 'lints.analysis' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(lints.rules.__file__).parents[2], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.split() == ["False", "False"], done
 
 
 def test_rules_package_registers_nothing_by_hand():
