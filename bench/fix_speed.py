@@ -16,7 +16,7 @@ from pathlib import Path
 from lints.codemod import FixOptions, fix_text
 from lints.options import Config
 from lints.engine import lint_project
-from lints.files import SourceFile
+from lints.sources import SourceFile
 
 PLANTED = "\n\ndef kernel_warmup(model):\n    with torch.inference_mode():\n        model()\n"
 

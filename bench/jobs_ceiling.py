@@ -61,18 +61,18 @@ def probe_run(tree: Path, part: str) -> dict:
 
 def _key_only(job):
     """Summarise one file in a worker and hand back nothing but its content hash."""
-    from lints import engine
+    from lints import summary_jobs
 
-    key, _ = engine._summarize_job(job)
+    key, _ = summary_jobs._summarize_job(job)
     return key
 
 
 def _key_after_encoding(job):
     """Summarise one file in a worker, encode the cache's JSON text of it as the hand-over does, and
     hand back nothing but its content hash: a hand-over that cost the main process nothing."""
-    from lints import engine
+    from lints import summary_jobs
 
-    key, _ = engine._pack_summary(engine._summarize_job(job))
+    key, _ = summary_jobs._pack_summary(summary_jobs._summarize_job(job))
     return key
 
 
@@ -94,11 +94,17 @@ def _parse_only(job) -> int:
 
 def probe(part: str, cache_dir: str) -> None:
     """The parts of a cold run, each timed in this process (the tree is the working folder)."""
-    from lints import engine, files
+    from lints import engine, summary_jobs
+    from lints.gc_pause import collector_paused
     from lints.options import Config
+    from lints.sources import MAX_FILE_BYTES
+    from lints.summary_cache import SummaryCache
+    from lints.summary_jobs import SUMMARY_BATCH_BYTES, collect_summaries
+    from lints.workers import run_jobs
 
     config = Config()
     out = {}
+    weight = summary_jobs._job_weight
 
     def timed(name, call):
         start, cpu, workers = time.perf_counter(), time.process_time(), _children_cpu()
@@ -108,23 +114,23 @@ def probe(part: str, cache_dir: str) -> None:
         out[name + "_cpu_workers"] = _children_cpu() - workers  # the pool's, waited for when it shuts down
         return result
 
-    with files.collector_paused():
-        jobs = [engine._Job(e.path, e.module, e.is_package, files.MAX_FILE_BYTES)
+    with collector_paused():
+        jobs = [summary_jobs._Job(e.path, e.module, e.is_package, MAX_FILE_BYTES)
                 for e in engine.project_files(".", config, read_keys=False)]
         if part == "j2":  # workers forked from a process that holds no summaries yet, as the CLI's are
-            timed("parse_floor_j2", lambda: files.run_jobs(_parse_only, jobs, 2, weight=engine._job_weight,
-                                                           batch_weight=engine.SUMMARY_BATCH_BYTES))
-            timed("summarise_j2_no_handover", lambda: files.run_jobs(_key_only, jobs, 2, weight=engine._job_weight,
-                                                                     batch_weight=engine.SUMMARY_BATCH_BYTES))
-            timed("summarise_j2_encoded", lambda: files.run_jobs(
-                _key_after_encoding, jobs, 2, weight=engine._job_weight, batch_weight=engine.SUMMARY_BATCH_BYTES))
-            timed("summarise_j2", lambda: engine.collect_summaries(
+            timed("parse_floor_j2", lambda: run_jobs(_parse_only, jobs, 2, weight=weight,
+                                                     batch_weight=SUMMARY_BATCH_BYTES))
+            timed("summarise_j2_no_handover", lambda: run_jobs(_key_only, jobs, 2, weight=weight,
+                                                               batch_weight=SUMMARY_BATCH_BYTES))
+            timed("summarise_j2_encoded", lambda: run_jobs(
+                _key_after_encoding, jobs, 2, weight=weight, batch_weight=SUMMARY_BATCH_BYTES))
+            timed("summarise_j2", lambda: collect_summaries(
                 engine.project_files(".", config, read_keys=False), 2, None))
         else:  # as a cold -j 1 run does it: summarise, write the cache, analyse
-            timed("parse_floor_j1", lambda: files.run_jobs(_parse_only, jobs, 1))
-            cache = engine.SummaryCache(Path(cache_dir))
+            timed("parse_floor_j1", lambda: run_jobs(_parse_only, jobs, 1))
+            cache = SummaryCache(Path(cache_dir))
             entries = engine.project_files(".", config, read_keys=False)
-            summaries, _ = timed("summarise_j1", lambda: engine.collect_summaries(entries, 1, cache))
+            summaries, _ = timed("summarise_j1", lambda: collect_summaries(entries, 1, cache))
             timed("cache_write_j1", lambda: cache.save()())
             timed("analysis", lambda: engine.run_rules(engine.analyse(summaries, config), config))
     print(json.dumps(out))

@@ -20,8 +20,11 @@ from libcst.metadata import BatchableMetadataProvider
 
 from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere, run_to_fix_from
 from lints.options import Config, ConfigError, check_codes, default_cache_dir, load_config, split_codes
-from lints.engine import ProjectLocator, finding_from_dict, lint_project, project_groups
-from lints.files import excluded_below, within
+from lints.engine import lint_project
+from lints.globs import within
+from lints.model import finding_from_dict
+from lints.project_roots import ProjectLocator, project_groups
+from lints.walk import excluded_below
 from lints.fixer import STYLES, apply_fixes, plans_for
 
 _NOTHING = ((), None, "", "")

@@ -13,7 +13,8 @@ import os
 import re
 from typing import Callable, Iterable
 
-from .files import read_regular_bytes, source_lines, write_new_file
+from .sources import read_regular_bytes, source_lines
+from .writes import write_new_file
 from .model import Finding
 
 FORMAT = 1

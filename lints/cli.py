@@ -15,13 +15,16 @@ from . import __version__
 from .options import (ENTRY_GRAD_MODES, SERVING_GRAD_MODES, Config, ConfigError, check_codes, default_cache_dir,
                       find_pyproject, load_config, split_codes)
 from .baseline import BaselineError, filter_baseline, write_baseline
-from .files import (MAX_FILE_BYTES, decode_source, default_jobs, discover, is_read_only, read_source,
-                    quiet_warnings, source_from_text, source_lines, stopping_points, text_reader, walks_shared,
-                    write_file, write_new_file)
 from .model import FileError
 from .noqa import add_noqa
 from .progress import Progress
 from .output import explain, render_github, render_json, render_sarif, render_statistics, render_text
+from .project_roots import ProjectLocator, is_own_project, project_groups
+from .sources import MAX_FILE_BYTES, decode_source, read_source, source_from_text, source_lines, text_reader
+from .walk import discover, stopping_points, walks_shared
+from .warn import quiet_warnings
+from .workers import default_jobs
+from .writes import is_read_only, write_file, write_new_file
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 CONSOLE_SCRIPTS = ("gradmode-lint", "gradmode-fix")
@@ -82,15 +85,13 @@ def _start_of(path: str) -> Path:
 
 def configs_for_paths(args: argparse.Namespace, paths: list[str]
                       ) -> tuple[list[tuple[Config, list[str]]], list[FileError]]:
-    """The paths grouped by project (``engine.project_groups``: each is analysed on its own), then by
+    """The paths grouped by project (``project_roots.project_groups``: each is analysed on its own), then by
     the nearest pyproject.toml with [tool.gradmode] above each (ruff's hierarchical config: every
     file gets its own project's settings, whatever the cwd; with ``--config``, that one for all),
     each group with its config and the command line over it. A folder given brings the projects
-    with settings of their own below it (``engine.has_own_settings``), which its walk leaves out,
+    with settings of their own below it (``project_roots.is_own_project``), which its walk leaves out,
     as projects of their own; one whose settings cannot be read is an error line, not the end of
     the run. Returns the groups and those errors."""
-    from .engine import ProjectLocator, has_own_settings, project_groups
-
     if not paths:
         return [(config_from_args(args, []), [])], []
     nearest: dict[str, Optional[Path]] = {}
@@ -125,7 +126,7 @@ def configs_for_paths(args: argparse.Namespace, paths: list[str]
             config = config_for(path)
         except ConfigError:
             continue  # not walked: its files are unknown to its own exclude (an error line below)
-        for inner in stopping_points(path, config.exclude, has_own_settings, config.root):
+        for inner in stopping_points(path, config.exclude, is_own_project, config.root):
             try:
                 config_for(inner)
             except ConfigError as exc:

@@ -30,11 +30,17 @@ from . import __version__
 from .cli import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, configs_for_paths,
                   errors_of, internal_error, program_name, tolerant_output)
 from .options import Config, ConfigError, default_cache_dir
-from .engine import (ProjectRun, SummaryCache, analyse, collect_summaries, encode_json, lint_project, loose_entries,
-                     project_files, summarize_source)
-from .files import (MAX_FILE_BYTES, FileChangedError, SourceFile, collector_paused, default_jobs, is_read_only,
-                    quiet_warnings, read_source, remove_in_flight_temps, run_jobs, source_lines, text_reader,
-                    walks_shared, warn, within, write_file)
+from .engine import ProjectRun, analyse, lint_project, project_files
+from .gc_pause import collector_paused
+from .globs import within
+from .loose_files import loose_entries
+from .sources import MAX_FILE_BYTES, SourceFile, read_source, source_lines, text_reader
+from .summary_cache import SummaryCache, encode_json
+from .summary_jobs import collect_summaries, summarize_source
+from .walk import walks_shared
+from .warn import quiet_warnings, warn
+from .workers import default_jobs, run_jobs
+from .writes import FileChangedError, is_read_only, remove_in_flight_temps, write_file
 from .fixer import (PIECES_MIN_CHARS, REFUSED_WHY, STYLES, FixTransformer, PiecesMisfit, fix_in_pieces, fix_source,
                     inference_mode_imports, node_positions, plans_for)
 from .limits import source_limits_error

@@ -49,7 +49,7 @@ class GradModeChecker:
     _named: ClassVar[list[str]] = []  # the paths flake8 was given
     _groups: ClassVar[Optional[list[list[str]]]] = None  # ``_named`` by project, once needed
     _loose_folders: ClassVar[Optional[list[str]]] = None  # the folders named outside any project, once needed
-    _locator: ClassVar[Any] = None  # an ``engine.ProjectLocator`` for the run
+    _locator: ClassVar[Any] = None  # an ``project_roots.ProjectLocator`` for the run
     _config_files: ClassVar[dict[str, str]] = {}  # project root -> its [tool.gradmode] file ("" for none)
     _stdin_name: ClassVar[Optional[str]] = None  # --stdin-display-name, when flake8 reads `-`
 
@@ -133,7 +133,7 @@ class GradModeChecker:
         import subprocess
         import sys
 
-        from .engine import cache_folder, ignore_in_git
+        from .summary_cache import cache_folder, ignore_in_git
 
         # projects with a marker, and folders given outside any: what `_project_findings` analyses
         # whole (files outside those are grouped as the CLI groups them, and are few)
@@ -202,7 +202,7 @@ class GradModeChecker:
 
     @classmethod
     def _located(cls, path: str) -> tuple[str, bool]:
-        from .engine import ProjectLocator
+        from .project_roots import ProjectLocator
 
         if cls._locator is None:
             cls._locator = ProjectLocator()
@@ -231,8 +231,8 @@ class GradModeChecker:
         the CLI does with pre-commit's file lists; other files are grouped as the CLI groups them. The
         key is "" for a file no analysis reports on: one in a project with settings of its own that
         the walk of the project around it excludes."""
-        from .engine import excluded_from_here, has_own_settings, package_only
-        from .files import within
+        from .project_roots import excluded_from_here, is_own_project, package_only
+        from .globs import within
 
         root, in_project = cls._located(filename)
         marked = in_project and not package_only(root)
@@ -240,7 +240,7 @@ class GradModeChecker:
             cls._loose_folders = [os.path.abspath(p) for p in cls._named or ["."]
                                   if os.path.isdir(p) and not cls._located(p)[1]]
         walk_root = cls._locator.outermost(root) if marked else root
-        own_settings = marked and has_own_settings(walk_root)
+        own_settings = marked and is_own_project(walk_root)
         if marked and not own_settings and any(root != f and within(root, f) for f in cls._loose_folders):
             marked = False  # a folder given outside any project holds this one: analysed with it, as in the CLI
         if own_settings and cls._locator.excluded_by_the_project_around(walk_root) and (
@@ -293,10 +293,10 @@ class GradModeChecker:
 
     @classmethod
     def _group_of(cls, filename: str) -> list[str]:
-        """The paths linted with ``filename`` (``engine.project_groups`` of the paths flake8 was given;
+        """The paths linted with ``filename`` (``project_roots.project_groups`` of the paths flake8 was given;
         none given is flake8's own ``.``): those of its group, else ``filename`` alone."""
-        from .engine import project_groups
-        from .files import within
+        from .project_roots import project_groups
+        from .globs import within
 
         if cls._groups is None:
             cls._groups = project_groups(cls._named or ["."])
@@ -313,7 +313,7 @@ class GradModeChecker:
         the CLI lints what it is given: one that ``exclude`` matches (unless ``force-exclude``), a script
         not named ``*.py``, one through a symlinked folder (not followed; what ``exclude`` names below a
         folder given stays out)."""
-        from .files import excluded_below
+        from .walk import excluded_below
 
         found = []
         for path in cls._given():
@@ -365,7 +365,7 @@ def _prefetch_main(root: str, config_json: str) -> int:
     import json
 
     from .engine import lint_project
-    from .files import default_jobs
+    from .workers import default_jobs
 
     data = json.loads(config_json)
     data["per_file_ignores"] = tuple((glob, tuple(codes)) for glob, codes in data.get("per_file_ignores", ()))

@@ -14,6 +14,8 @@ from typing import Collection, NamedTuple, Optional
 
 import pathspec
 
+from .sources import read_regular_bytes
+
 # A .gitignore larger than this is not read, and patterns past the limit are not used: they are a few KB,
 # and pathspec takes 0.2 ms a pattern (a checkout may plant a huge one).
 MAX_IGNORE_FILE_BYTES = 256 << 10
@@ -107,8 +109,6 @@ def _too_costly(line: str) -> bool:
 def read_ignore_file(path: str, base: str) -> Optional[IgnoreFile]:
     """The ignore file at ``path`` (patterns counted from ``base``); None when it is absent, empty, or no
     regular file (a FIFO would block the walk; a link is not followed, as git does not follow one)."""
-    from .files import read_regular_bytes
-
     try:
         raw = read_regular_bytes(path, MAX_IGNORE_FILE_BYTES, follow_links=False)
     except OSError:

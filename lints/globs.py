@@ -2,7 +2,8 @@
 
 Names (of functions and classes) match case-blind; paths match as ``fnmatch.fnmatch`` takes them
 (``os.path.normcase`` on both sides), whole or as a tail after a ``/`` (``pattern`` or
-``*/pattern``), so ``tests/fixtures`` matches ``pkg/tests/fixtures``.
+``*/pattern``), so ``tests/fixtures`` matches ``pkg/tests/fixtures``. Paths are compared as the
+patterns see them (``relative_to``, ``within``).
 """
 from __future__ import annotations
 
@@ -54,3 +55,8 @@ def relative_to(path: str, root: str) -> str:
     if inside != os.pardir and not inside.startswith(os.pardir + os.sep):
         path = inside
     return path.replace(os.sep, "/").replace("\\", "/")
+
+
+def within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (both absolute and normalised)."""
+    return path == folder or path.startswith(os.path.join(folder, ""))

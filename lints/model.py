@@ -59,7 +59,7 @@ class FileError:
     @property
     def position(self) -> tuple[Optional[int], Optional[int]]:
         """(1-based line, 1-based column) a syntax error points at, else (None, None). Read from the
-        message ``engine.summarize_source`` writes, since the results cache keeps errors as messages."""
+        message ``summary_jobs.summarize_source`` writes, since the results cache keeps errors as messages."""
         match = _SYNTAX_AT.match(self.message)
         if match is None:
             return None, None
@@ -73,3 +73,16 @@ def fixable_of(fixes: tuple[Fix, ...]) -> str:
     if not fixes:
         return ""
     return "safe" if all(f.safe for f in fixes) else "unsafe"
+
+
+def finding_from_dict(data: dict) -> Finding:
+    """``Finding.to_dict`` read back (a cached result, the libcst command's hand-over); raises on any other shape."""
+    fixes = tuple(Fix(str(f["action"]), _position(f["at"]), bool(f["safe"]), tuple(_position(i) for i in f["items"]))
+                  for f in data.get("fixes", ()))
+    return Finding(str(data["path"]), int(data["line"]), int(data["col"]), str(data["code"]), str(data["message"]),
+                   str(data["severity"]), str(data["fixable"]), tuple(str(n) for n in data.get("notes", ())), fixes)
+
+
+def _position(value) -> tuple[int, int]:
+    line, col = value
+    return int(line), int(col)

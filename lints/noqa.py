@@ -11,7 +11,7 @@ import re
 import tokenize
 from typing import Callable, Iterable, NamedTuple, Optional
 
-from .files import source_lines
+from .sources import source_lines
 from .model import Finding
 
 # flake8's syntax: `# noqa` alone suppresses everything on the line; `# noqa: GM101, GM2` codes or prefixes.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import warnings
 
-from .files import source_lines
+from .sources import source_lines
 
 
 def end_positions(text: str, starts: set[tuple[int, int]]) -> dict[tuple[int, int], tuple[int, int]]:

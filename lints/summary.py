@@ -28,7 +28,7 @@ import re
 import warnings
 from typing import Iterable, Iterator, Optional
 
-from .files import source_lines
+from .sources import source_lines
 from .names import NOTABLE_CALL_LEAVES
 
 SCHEMA = 9

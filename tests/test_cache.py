@@ -103,11 +103,11 @@ def test_a_rerun_after_an_edit_resummarises_only_that_file(tmp_path, monkeypatch
         files[f"engine/other{n}.py"] = f"def f{n}():\n    return {n}\n"
     root = write_package(tmp_path / "repo", files)
     _findings(root)
-    import lints.engine as engine
+    from lints import summary_jobs
 
     summarised = []
-    real = engine.summarize_source
-    monkeypatch.setattr(engine, "summarize_source", lambda source, *a: summarised.append(source.path) or real(
+    real = summary_jobs.summarize_source
+    monkeypatch.setattr(summary_jobs, "summarize_source", lambda source, *a: summarised.append(source.path) or real(
         source, *a))
     (root / "engine" / "other3.py").write_text("def f3():\n    return 33\n")
     found, _ = _findings(root, jobs=1)
@@ -120,11 +120,11 @@ def test_a_cold_run_reads_each_file_once_and_the_rerun_is_a_hit(tmp_path, monkey
     files["engine/broken.py"] = "def f(:\n"  # a file without a summary must not spoil the hit
     root = write_package(tmp_path / "repo", files)
     modules = len(list(root.rglob("*.py")))
-    import lints.engine as engine
+    from lints import summary_jobs
 
     hashed = []
-    real = engine.file_key
-    monkeypatch.setattr(engine, "file_key", lambda raw: hashed.append(raw) or real(raw))
+    real = summary_jobs.file_key
+    monkeypatch.setattr(summary_jobs, "file_key", lambda raw: hashed.append(raw) or real(raw))
     cold, run = _findings(root, jobs=1)
     assert run.analysis is not None and len(run.errors) == 1
     assert len(hashed) == modules  # by the summariser alone: the empty cache had nothing to compare with
@@ -139,20 +139,20 @@ def test_with_workers_the_summaries_are_written_by_a_child_and_reused(tmp_path, 
     for n in range(30):
         files[f"engine/other{n}.py"] = f"def f{n}():\n    return {n}\n"
     root = write_package(tmp_path / "repo", files)
-    import lints.engine as engine
+    from lints import summary_cache, summary_jobs
 
-    monkeypatch.setattr(engine.SummaryCache, "BACKGROUND_MIN_ENTRIES", 0)  # the package is small
+    monkeypatch.setattr(summary_cache.SummaryCache, "BACKGROUND_MIN_ENTRIES", 0)  # the package is small
     children = []
-    real = engine.in_forked_child
-    monkeypatch.setattr(engine, "in_forked_child", lambda work: children.append(work) or real(work))
+    real = summary_cache.in_forked_child
+    monkeypatch.setattr(summary_cache, "in_forked_child", lambda work: children.append(work) or real(work))
     cold, run = _findings(root, jobs=2)
     assert len(children) == 1 and run.analysis is not None
     saved = json.loads((root / ".gradmode_cache" / "summaries.json").read_text())
     assert len(saved["entries"]) == len(list(root.rglob("*.py")))  # complete when lint_project returned
     (root / "engine" / "other3.py").write_text("def f3():\n    return 33\n")
     summarised = []
-    real_summarize = engine.summarize_source
-    monkeypatch.setattr(engine, "summarize_source", lambda source, *a: summarised.append(source.path) or
+    real_summarize = summary_jobs.summarize_source
+    monkeypatch.setattr(summary_jobs, "summarize_source", lambda source, *a: summarised.append(source.path) or
                         real_summarize(source, *a))
     warm, _ = _findings(root, jobs=1)  # in-process, so the summarising is seen here
     assert summarised == [os.path.join("engine", "other3.py")]
@@ -164,13 +164,13 @@ def test_summaries_from_workers_are_written_as_the_json_they_came_in_without_a_c
     for n in range(30):
         files[f"engine/other{n}.py"] = f"def f{n}(x):\n    return x.add_({n})\n"
     root = write_package(tmp_path / "repo", files)
-    import lints.engine as engine
+    from lints import summary_cache, summary_jobs
 
-    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)  # workers, small as the package is
-    monkeypatch.setattr(engine.SummaryCache, "BACKGROUND_MIN_ENTRIES", 0)
+    monkeypatch.setattr(summary_jobs, "PARALLEL_MIN_BYTES", 0)  # workers, small as the package is
+    monkeypatch.setattr(summary_cache.SummaryCache, "BACKGROUND_MIN_ENTRIES", 0)
     children = []
-    real = engine.in_forked_child
-    monkeypatch.setattr(engine, "in_forked_child", lambda work: children.append(work) or real(work))
+    real = summary_cache.in_forked_child
+    monkeypatch.setattr(summary_cache, "in_forked_child", lambda work: children.append(work) or real(work))
     cold, run = _findings(root, jobs=2)
     # the workers encoded every summary: nothing is left to encode, so no child is forked for it
     assert children == []
@@ -188,9 +188,9 @@ def test_summaries_from_workers_are_written_as_the_json_they_came_in_without_a_c
 def test_a_cache_that_cannot_be_written_with_workers_is_a_warning(tmp_path, monkeypatch, capsys):
     files = {**BUGGY, **{f"engine/other{n}.py": f"y = {n}\n" for n in range(5)}}
     root = write_package(tmp_path / "repo", files)
-    import lints.engine as engine
+    from lints import summary_jobs
 
-    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(summary_jobs, "PARALLEL_MIN_BYTES", 0)
     cache = tmp_path / "cache"
     cache.write_text("a file where the cache folder would be\n")  # unwritable, even by root
     found, _ = _findings(root, jobs=2, cache_dir=cache)
@@ -200,9 +200,9 @@ def test_a_cache_that_cannot_be_written_with_workers_is_a_warning(tmp_path, monk
 
 def _with_and_without_workers(root, monkeypatch) -> list:
     """Findings of cold runs in process and with workers, then of a warm run on the workers' cache."""
-    import lints.engine as engine
+    from lints import summary_jobs
 
-    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(summary_jobs, "PARALLEL_MIN_BYTES", 0)
     runs = []
     for jobs in (1, 2):
         shutil.rmtree(root / ".gradmode_cache", ignore_errors=True)
@@ -233,11 +233,11 @@ def test_an_escaped_surrogate_pair_names_no_function_with_or_without_workers(tmp
 
 
 def test_a_summary_json_cannot_hold_is_handed_back_whole_and_not_cached(tmp_path, monkeypatch, capsys):
-    import lints.engine as engine
+    from lints import summary_cache, summary_jobs
 
     files = {**BUGGY, "engine/deep.py": "def g():\n    return 1\n", "engine/other.py": "y = 1\n"}
     root = write_package(tmp_path / "repo", files)
-    real = engine.encode_json
+    real = summary_cache.encode_json
 
     def refuse_deep(data):  # as JSON refuses a summary nested too deeply
         summary = data[1] if isinstance(data, list) else data
@@ -245,7 +245,8 @@ def test_a_summary_json_cannot_hold_is_handed_back_whole_and_not_cached(tmp_path
             raise RecursionError("maximum recursion depth exceeded while encoding a JSON object")
         return real(data)
 
-    monkeypatch.setattr(engine, "encode_json", refuse_deep)
+    for module in (summary_cache, summary_jobs):  # the cache writes it, a worker hands summaries back in it
+        monkeypatch.setattr(module, "encode_json", refuse_deep)
     cold, with_workers, warm = _with_and_without_workers(root, monkeypatch)
     assert cold == with_workers == warm == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
     assert "warning: cannot write cache" in capsys.readouterr().err
@@ -269,11 +270,11 @@ def test_a_project_whose_every_file_fails_still_reuses_its_result(tmp_path):
 
 
 def _summarised_in(monkeypatch) -> list:
-    import lints.engine as engine
+    from lints import summary_jobs
 
     summarised: list = []
-    real = engine.summarize_source
-    monkeypatch.setattr(engine, "summarize_source", lambda source, *a: summarised.append(source.path) or real(
+    real = summary_jobs.summarize_source
+    monkeypatch.setattr(summary_jobs, "summarize_source", lambda source, *a: summarised.append(source.path) or real(
         source, *a))
     return summarised
 
@@ -303,9 +304,9 @@ def test_a_few_changed_files_are_written_beside_the_summaries_not_over_them(tmp_
 
 
 def test_many_changed_files_rewrite_the_summaries(tmp_path, monkeypatch):
-    import lints.engine as engine
+    from lints import summary_cache
 
-    monkeypatch.setattr(engine.SummaryCache, "CHANGES_LIMIT", 2)
+    monkeypatch.setattr(summary_cache.SummaryCache, "CHANGES_LIMIT", 2)
     files = dict(BUGGY)
     for n in range(5):
         files[f"engine/other{n}.py"] = f"def f{n}():\n    return {n}\n"
@@ -359,27 +360,27 @@ def _project_with_others(tmp_path, count: int = 5):
 
 
 def test_a_failed_rewrite_keeps_the_changes_it_would_have_replaced(tmp_path, monkeypatch):
-    import lints.engine as engine
+    from lints import summary_cache
 
-    monkeypatch.setattr(engine.SummaryCache, "CHANGES_LIMIT", 1)
+    monkeypatch.setattr(summary_cache.SummaryCache, "CHANGES_LIMIT", 1)
     root = _project_with_others(tmp_path)
     cache = root / ".gradmode_cache"
     cold, _ = _findings(root, jobs=1)
     (root / "engine" / "other0.py").write_text("def f0():\n    return 10\n")
     _findings(root, jobs=1)  # one change: written to summaries-changes.json
-    real_write = engine.SummaryCache._write
+    real_write = summary_cache.SummaryCache._write
 
     def full_write_fails(self, target, data):
         if target.name == "summaries.json":
             return False  # as a full disk would: `_write` warns and writes nothing
         return real_write(self, target, data)
 
-    monkeypatch.setattr(engine.SummaryCache, "_write", full_write_fails)
+    monkeypatch.setattr(summary_cache.SummaryCache, "_write", full_write_fails)
     for n in (1, 2):
         (root / "engine" / f"other{n}.py").write_text(f"def f{n}():\n    return {n}0\n")
     _findings(root, jobs=1)  # three changes: a full rewrite, which fails
     assert (cache / "summaries-changes.json").exists()
-    monkeypatch.setattr(engine.SummaryCache, "_write", real_write)
+    monkeypatch.setattr(summary_cache.SummaryCache, "_write", real_write)
     (cache / "results.json").unlink()
     summarised = _summarised_in(monkeypatch)
     assert _findings(root, jobs=1)[0] == cold
@@ -487,7 +488,7 @@ def test_a_cached_summary_garbled_deep_inside_is_summarised_again(tmp_path, monk
 def test_an_analysis_error_with_only_fresh_summaries_is_raised(tmp_path, monkeypatch):
     import pytest
 
-    import lints.engine as engine
+    from lints import engine
 
     root = write_package(tmp_path / "repo", BUGGY)
     _findings(root)
@@ -596,14 +597,14 @@ def test_a_pyproject_edited_in_place_with_its_mtime_set_back_is_read_again(tmp_p
 def test_summaries_of_another_interpreter_are_not_reused(tmp_path):
     """What parses depends on the interpreter's `ast` (tox runs several on one checkout): a cache
     written under another version is a miss."""
-    import lints.engine as engine
+    from lints import summary_cache
 
     root = write_package(tmp_path / "repo", BUGGY)
     _findings(root, jobs=1)
     cache = root / ".gradmode_cache"
     for name in ("summaries.json", "results.json"):
         data = json.loads((cache / name).read_text())
-        assert data["format"] == engine.CACHE_FORMAT and data["format"].endswith(
+        assert data["format"] == summary_cache.CACHE_FORMAT and data["format"].endswith(
             f"{sys.implementation.name}-{sys.version_info.major}.{sys.version_info.minor}")
         data["format"] = data["format"].rsplit("/", 1)[0] + "/cpython-3.99"
         if name == "results.json":
@@ -618,7 +619,7 @@ def test_the_summaries_cache_is_decoded_with_the_collector_paused(tmp_path, monk
     hit with the cyclic collector on: 4.6 s instead of 0.8 s on sglang 0.5.15."""
     import gc
 
-    from lints import codemod, engine
+    from lints import codemod, summary_cache
 
     root = write_package(tmp_path / "repo", BUGGY)
     (root / "pyproject.toml").write_text("[tool.gradmode]\n")
@@ -626,13 +627,13 @@ def test_the_summaries_cache_is_decoded_with_the_collector_paused(tmp_path, monk
     _, hit = _findings(root, cache_dir=tmp_path / "cache")
     assert hit.analysis is None  # the results came from the cache
     collector_on = []
-    real_loads = engine.json.loads
+    real_loads = summary_cache.json.loads
 
     def loads(text, *args, **kwargs):
         collector_on.append(gc.isenabled())
         return real_loads(text, *args, **kwargs)
 
-    monkeypatch.setattr(engine.json, "loads", loads)
+    monkeypatch.setattr(summary_cache.json, "loads", loads)
     assert gc.isenabled()
     with chdir(root):
         assert codemod.names_imported_elsewhere(hit, Config()) != {}

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from lints.engine import cache_folder
+from lints.summary_cache import cache_folder
 
 from lints.options import Config
 
@@ -418,7 +418,7 @@ def test_json_edits_fixing_one_statement_match_fixing_the_whole_file(tmp_path, m
     to that where it must (an import to add, the file's last statement)."""
     from lints import codemod
     from lints.engine import lint_project
-    from lints.files import read_source
+    from lints.sources import read_source
 
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "w.py").write_text(MANY_SHAPES)
@@ -452,7 +452,7 @@ def test_json_edits_remove_an_import_the_fix_leaves_unused_as_the_whole_file_fix
     the import, as fixing the whole file does; with a second use, it stays."""
     from lints import codemod
     from lints.engine import lint_project
-    from lints.files import read_source
+    from lints.sources import read_source
 
     text = ("import torch\nfrom torch import inference_mode\n\ndef warmup(model):\n    with inference_mode():\n"
             "        model()\n\ndef tail(o):\n" + uses)

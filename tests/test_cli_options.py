@@ -326,7 +326,7 @@ def test_a_folder_given_is_walked_once_per_run_and_afresh_by_the_next(tmp_path, 
     files): +35% on a tree of 20,000 folders. A later run in the same process sees files added since."""
     import importlib
 
-    from lints import files
+    from lints import walk
 
     main = importlib.import_module(front_end).main
     root = _project(tmp_path, "[tool.gradmode]\n")
@@ -338,7 +338,7 @@ def test_a_folder_given_is_walked_once_per_run_and_afresh_by_the_next(tmp_path, 
             walks.append(os.path.abspath(top))
         return real_scandir(top, *args, **kwargs)
 
-    monkeypatch.setattr(files.os, "scandir", counting_scandir)
+    monkeypatch.setattr(walk.os, "scandir", counting_scandir)
     monkeypatch.chdir(root)
     args = ["-q", "--no-cache", "--diff", "."] if front_end == "lints.codemod" else ["-q", "--no-cache", "."]
     assert main(args) == 1

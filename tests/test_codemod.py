@@ -13,7 +13,7 @@ import pytest
 
 from lints.codemod import FixOptions, fix_text, names_imported_elsewhere
 from lints.options import Config
-from lints.files import decode_source
+from lints.sources import decode_source
 
 from .helpers import ALL_ON, FIXTURES, ROOT, chdir, run_module
 
@@ -487,7 +487,7 @@ def test_a_loose_files_imports_stay_since_who_imports_it_is_not_known(tmp_path, 
 
 
 def test_a_loose_files_imports_stay_when_its_folder_is_too_big_to_look_for_importers(tmp_path, monkeypatch):
-    from lints import engine
+    from lints import engine, loose_files
 
     (tmp_path / "main.py").write_text("from torch import inference_mode\n"
                                       "def warmup(model):\n    with inference_mode():\n        return model()\n")
@@ -497,7 +497,7 @@ def test_a_loose_files_imports_stay_when_its_folder_is_too_big_to_look_for_impor
         assert run.whole_project and names_imported_elsewhere(run, Config())
         for limit, value in (("LOOSE_SCAN_LIMIT", 1), ("LOOSE_SCAN_BYTES", 3)):
             monkeypatch.undo()
-            monkeypatch.setattr(engine, limit, value)
+            monkeypatch.setattr(loose_files, limit, value)
             run = engine.lint_project(["main.py"], Config(), use_cache=False)
             assert not run.whole_project and names_imported_elsewhere(run, Config()) == {}, limit
             assert [f.code for f in run.findings] == ["GM101"]

@@ -23,8 +23,11 @@ import torch
 
 from lints.codemod import FixOptions, fix_text
 from lints.options import Config
-from lints.files import (NOT_REGULAR, FileChangedError, decode_source, discover, in_forked_child, read_source,
-                         run_jobs, sweep_stale_temps, write_file)
+from lints.child_processes import in_forked_child
+from lints.sources import NOT_REGULAR, decode_source, read_source
+from lints.walk import discover
+from lints.workers import run_jobs
+from lints.writes import FileChangedError, sweep_stale_temps, write_file
 from lints.limits import MAX_BRACKET_DEPTH, MAX_CHAIN_TOKENS, measure, source_limits_error
 from lints.model import FileError
 
@@ -268,7 +271,7 @@ def _unpack_with_pid(value: tuple) -> tuple:
 
 
 def test_run_jobs_hand_over_packs_in_the_worker_and_unpacks_in_the_main_process_as_results_arrive() -> None:
-    from lints.files import HandOver
+    from lints.workers import HandOver
 
     hand_over = HandOver(_pack_with_pid, _unpack_with_pid)
     out = run_jobs(_pid_of, ["a", "b", "c", "d"], 2, hand_over=hand_over)
@@ -286,10 +289,11 @@ def test_run_jobs_raises_what_the_job_raises() -> None:
 
 
 def test_summaries_from_workers_equal_those_made_in_process(monkeypatch) -> None:
-    from lints import engine
-    from lints.engine import collect_summaries, project_files
+    from lints import summary_jobs
+    from lints.engine import project_files
+    from lints.summary_jobs import collect_summaries
 
-    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)  # the fixtures are small
+    monkeypatch.setattr(summary_jobs, "PARALLEL_MIN_BYTES", 0)  # the fixtures are small
 
     entries = project_files(str(FIXTURES), Config(), read_keys=False)
     assert len(entries) > 3
@@ -299,13 +303,13 @@ def test_summaries_from_workers_equal_those_made_in_process(monkeypatch) -> None
 
 
 def test_run_jobs_in_batches_blames_only_the_item_that_kills_its_worker(monkeypatch) -> None:
-    from lints import files
+    from lints import workers
 
     items = [f"file{i}" for i in range(40)] + ["kill-a"] + [f"more{i}" for i in range(40)]
     seen: list[int] = []
     started = []
-    real_isolated = files._isolated_round
-    monkeypatch.setattr(files, "_isolated_round", lambda func, items, order, *a: started.extend(order) or
+    real_isolated = workers._isolated_round
+    monkeypatch.setattr(workers, "_isolated_round", lambda func, items, order, *a: started.extend(order) or
                         real_isolated(func, items, order, *a))
     out = run_jobs(_job, items, 2, progress=seen.append, weight=lambda item: 10, batch_weight=50)
     assert 0 < len(started) <= 3  # after the batch died, its items went one task each: few ran alone
@@ -326,7 +330,7 @@ def test_work_in_a_forked_child_runs_beside_the_parent_and_is_waited_for(tmp_pat
 
 
 def test_a_failing_child_is_reported_and_the_parent_goes_on(tmp_path: Path) -> None:
-    code = ("import sys; sys.path.insert(0, {root!r}); from lints.files import in_forked_child\n"
+    code = ("import sys; sys.path.insert(0, {root!r}); from lints.child_processes import in_forked_child\n"
             "def work():\n    raise OSError('disk full')\n"
             "wait = in_forked_child(work); wait(); print('parent went on')\n").format(root=str(ROOT))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -381,7 +385,7 @@ def test_the_child_cleans_up_on_ctrl_c_and_keeps_what_the_parent_ignores(tmp_pat
     script.write_text(
         "import os, signal, sys, time\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from lints.files import in_forked_child\n"
+        "from lints.child_processes import in_forked_child\n"
         "signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup\n"
         f"tmp = {str(tmp_path)!r}\n"
         "def work(tag):\n"
@@ -409,7 +413,7 @@ def test_the_child_cleans_up_on_ctrl_c_and_keeps_what_the_parent_ignores(tmp_pat
 def test_collector_paused_nests_and_leaves_the_hosts_frozen_objects_frozen() -> None:
     import gc
 
-    from lints.files import collector_paused
+    from lints.gc_pause import collector_paused
 
     assert gc.isenabled()
     gc.freeze()
@@ -436,12 +440,12 @@ def test_exclude_globs_with_a_folder_match_on_windows_paths(monkeypatch) -> None
 
     import functools
 
-    from lints import files, globs
+    from lints import globs, walk
 
-    monkeypatch.setattr(files.os, "sep", "\\")
-    monkeypatch.setattr(files.os.path, "normcase", ntpath.normcase)
+    monkeypatch.setattr(walk.os, "sep", "\\")
+    monkeypatch.setattr(walk.os.path, "normcase", ntpath.normcase)
     monkeypatch.setattr(globs, "_compiled", functools.lru_cache(globs._compiled.__wrapped__))  # a cache of its own
-    excluded = functools.partial(files._excluded, exclude=("tests/fixtures", "pkg/gen*", "*_pb2.py"), anchor="")
+    excluded = functools.partial(walk._excluded, exclude=("tests/fixtures", "pkg/gen*", "*_pb2.py"), anchor="")
     assert excluded("fixtures", "proj\\pkg\\tests\\fixtures")
     assert excluded("gen_a.py", "proj\\pkg\\gen_a.py")
     assert excluded("M_PB2.PY", "proj\\M_PB2.PY")  # Windows paths are case-blind
@@ -727,14 +731,14 @@ def test_multi_item_fix_through_the_codemod_runs(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="zombies are read from /proc (Linux)")
 def test_a_killed_but_unreaped_writer_counts_as_gone() -> None:
-    from lints.files import _pid_alive
+    from lints.child_processes import pid_alive
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         deadline = time.monotonic() + 30
-        while _pid_alive(child.pid) and time.monotonic() < deadline:
+        while pid_alive(child.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _pid_alive(child.pid)  # exited, not reaped yet: its temp files may be swept
+        assert not pid_alive(child.pid)  # exited, not reaped yet: its temp files may be swept
         assert os.waitpid(child.pid, os.WNOHANG)[0] == child.pid  # it really was a zombie until now
     finally:
         child.returncode = 0

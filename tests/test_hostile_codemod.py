@@ -15,8 +15,8 @@ import pytest
 
 from lints import codemod, fixer
 from lints.codemod import FixOptions, fix_text
-from lints.engine import file_key
-from lints.files import source_from_text
+from lints.summary_jobs import file_key
+from lints.sources import source_from_text
 from lints.options import Config
 
 from .helpers import FIXTURES, ROOT, chdir
@@ -407,5 +407,5 @@ def test_a_module_over_the_threshold_is_fixed_in_pieces_by_the_codemod(tmp_path,
     with chdir(tmp_path):
         assert codemod.main(["-q", "-j1", "--no-cache", "a.py"]) == 0
     assert "inference_mode" not in path.read_text()
-    assert max(counter.sizes) < len(text) / 4, max(counter.sizes)
+    assert max(counter.sizes) < len(text) / 2, max(counter.sizes)  # the module is two and a half pieces
     assert len(text) >= fixer.PIECES_MIN_CHARS and max(counter.sizes) <= 2 * fixer.PIECE_CHARS

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from lints.files import NOT_REGULAR, discover
+from lints.sources import NOT_REGULAR
+from lints.walk import discover
 from lints.options import DEFAULT_EXCLUDE, Config, config_from_mapping
 
 from .helpers import FIXTURES, ROOT
@@ -284,9 +285,9 @@ def test_a_worker_whose_parent_is_gone_writes_nothing(tmp_path: Path) -> None:
     target = tmp_path / "runner.py"
     target.write_text(SGLANG_IN)
     script = ("import os, sys\n"
-              "from lints import files\n"
-              "files._parent_pid = os.getppid() + 1  # as seen by a worker whose parent has died\n"
-              "files.write_file(sys.argv[1], b'written\\n')\n"
+              "from lints import child_processes, writes\n"
+              "child_processes._parent_pid = os.getppid() + 1  # as seen by a worker whose parent has died\n"
+              "writes.write_file(sys.argv[1], b'written\\n')\n"
               "print('wrote')\n")
     proc = subprocess.run([sys.executable, "-c", script, str(target)], env=_env(), capture_output=True, text=True,
                           timeout=60)

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from lints.codemod import FixOptions, fix_text
 from lints.options import Config
 from lints.engine import lint_project
-from lints.files import SourceFile, read_source
+from lints.sources import SourceFile, read_source
 from lints.model import FileError
 
 # Generated programs are full of `"x"()` and "\\d": compiling them warns, which is not our concern.

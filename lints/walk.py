@@ -1,0 +1,170 @@
+"""Walking folders for Python files: iteratively (a tree 1,000 deep exhausts ``os.walk``'s recursion),
+not into symlinked folders, leaving out what ``exclude`` names and what git ignores (``lints.gitignore``),
+and stopping at the projects below (``stop_at``); a folder walked once per run (``walks_shared``)."""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
+
+from . import gitignore
+from .globs import path_match, relative_to
+from .model import FileError
+from .sources import NOT_REGULAR, is_regular_file
+
+
+def _excluded(name: str, full: str, exclude: tuple[str, ...], anchor: str) -> bool:
+    return path_match(relative_to(full, anchor), exclude) is not None or path_match(
+        name, tuple(p for p in exclude if "/" not in p)) is not None  # `./build` is no name: the top one only
+
+
+def excluded_below(path: str, root: str, exclude: Iterable[str], anchor: str = "",
+                   respect_gitignore: bool = True) -> bool:
+    """Whether a walk from ``root`` would skip ``path`` by name: it or a folder between them is excluded
+    (``anchor``: the folder ``exclude``'s paths are counted from, ``Config.root``), or ignored by git
+    (``respect_gitignore``)."""
+    exclude = tuple(exclude)
+    top = os.path.abspath(root)
+    parts = os.path.relpath(os.path.abspath(path), top).split(os.sep)
+    if any(_excluded(part, os.path.join(root, *parts[:i + 1]), exclude, anchor) for i, part in enumerate(parts)):
+        return True
+    if not respect_gitignore or parts[0] in (os.curdir, os.pardir):
+        return False
+    rules, folder = gitignore.rules_at(top), top
+    for i, part in enumerate(parts):
+        full = os.path.join(folder, part)
+        last = i == len(parts) - 1
+        if gitignore.is_ignored(rules, folder, part, not last or os.path.isdir(full)):
+            return True
+        if not last:
+            rules = gitignore.rules_entering(full, rules, gitignore.markers_in(full))
+        folder = full
+    return False
+
+
+def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[StopAt] = None, anchor: str = "",
+             respect_gitignore: bool = True) -> tuple[list[str], list[FileError]]:
+    """Python files under ``paths``; explicitly named files are taken as they are.
+
+    Directory walks do not follow symlinked folders (no loops), skip excluded names (``anchor``: the
+    folder the paths in ``exclude`` are counted from, ``Config.root``; "": from the paths as given) and,
+    with ``respect_gitignore``, what git ignores (``lints.gitignore``), and leave out a folder below a
+    path given for which ``stop_at(folder, its entries' names)`` is true. Paths a walk finds are
+    spelt as ``os.path.normpath`` spells them (``a.py``, never ``./a.py``), as errors are.
+    """
+    exclude = tuple(exclude)
+    files: list[str] = []
+    errors: list[FileError] = []
+
+    for given in paths:
+        if os.path.isdir(given):
+            for root, names in _walk(given, exclude, stop_at, anchor, respect_gitignore):
+                root = os.path.normpath(root)
+                root = "" if root == os.curdir else root  # `a.py`, not `./a.py`
+                for name in names:
+                    full = os.path.join(root, name)
+                    if not _excluded(name, full, exclude, anchor):
+                        if is_regular_file(full) is False:  # a FIFO would block the run; a broken link
+                            errors.append(FileError(full, NOT_REGULAR))  # reports its own error later
+                        else:
+                            files.append(full)
+        elif os.path.lexists(given):
+            files.append(given)  # a broken link or unreadable file reports its own error
+        else:
+            errors.append(FileError(os.path.normpath(given), "no such file or directory"))
+    return sorted(dict.fromkeys(files)), errors
+
+
+# (folder, the names of its entries) -> whether a walk leaves that folder out
+StopAt = Callable[[str, Collection[str]], bool]
+
+
+def stopping_points(folder: str, exclude: Iterable[str], stop_at: StopAt, anchor: str = "",
+                    respect_gitignore: bool = True) -> list[str]:
+    """The folders below ``folder`` that ``discover``'s walk from it leaves out (``stop_at``)."""
+    return _listing(folder, tuple(exclude), stop_at, anchor, respect_gitignore)[1]
+
+
+def _walk(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt] = None, anchor: str = "",
+          respect_gitignore: bool = True) -> Iterator[tuple[str, list[str]]]:
+    """(folder, sorted names of its Python files) under ``folder``, not into symlinked, excluded or
+    ignored folders (a walk never enters a link, so ``stop_at`` is asked only of real folders, once each)."""
+    return iter(_listing(folder, exclude, stop_at, anchor, respect_gitignore)[0])
+
+
+Listing = tuple[list[tuple[str, list[str]]], list[str]]  # (folder, its .py names) walked; the folders left out
+_shared_listings: Optional[dict[tuple, Listing]] = None
+
+
+@contextlib.contextmanager
+def walks_shared() -> Iterator[None]:
+    """Within this block a folder is walked once for each (exclude, stop_at): a run walks a folder given
+    to find the projects below it, for the files asked for, and as its project's root. Only for a block
+    in which no file is created or removed."""
+    global _shared_listings
+    outer = _shared_listings
+    if outer is None:
+        gitignore.forget()
+    _shared_listings = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _shared_listings = outer
+
+
+def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], anchor: str,
+             respect_gitignore: bool) -> Listing:
+    """The walk itself: top-down, folders in name order, as ``os.walk`` (whose recursion a tree 1,000
+    folders deep exhausts) with a list of folders still to see; a folder that cannot be listed is left
+    out, as ``os.walk`` leaves it."""
+    key = (os.path.abspath(folder), folder, exclude, stop_at, anchor, respect_gitignore)
+    if _shared_listings is not None and key in _shared_listings:
+        return _shared_listings[key]
+    walked: list[tuple[str, list[str]]] = []
+    stopped: list[str] = []
+    top = os.path.abspath(folder)
+    # (folder, its absolute path, the ignore rules of the folder holding it); next to see at the end
+    pending: list[tuple[str, str, Optional[gitignore.Rules]]] = [(folder, top, None)]
+    while pending:
+        root, absolute, outer = pending.pop()
+        try:
+            with os.scandir(root) as scan:
+                entries = list(scan)
+        except OSError:
+            continue
+        names = {entry.name for entry in entries}
+        if stop_at is not None and root != folder and stop_at(root, names):
+            stopped.append(root)
+            continue
+        rules = None
+        if respect_gitignore:
+            rules = gitignore.rules_at(top) if root == folder else gitignore.rules_entering(absolute, outer, names)
+        python_files, subfolders = [], []
+        for entry in entries:
+            if _is_folder(entry):
+                if not _is_link(entry) and not _excluded(entry.name, os.path.join(root, entry.name), exclude, anchor) \
+                        and not gitignore.is_ignored(rules, absolute, entry.name, True):
+                    subfolders.append(entry.name)
+            elif entry.name.endswith(".py") and not gitignore.is_ignored(rules, absolute, entry.name, False):
+                python_files.append(entry.name)
+        walked.append((root, sorted(python_files)))
+        for name in sorted(subfolders, reverse=True):  # the first in name order is seen next
+            pending.append((os.path.join(root, name), os.path.join(absolute, name), rules))
+    if _shared_listings is not None:
+        _shared_listings[key] = (walked, stopped)
+    return walked, stopped
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    """A folder, or a link to one (listed as a folder and not entered, as by ``os.walk``)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_link(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return True  # as os.walk: not entered
