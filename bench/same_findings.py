@@ -5,11 +5,13 @@
     python bench/same_findings.py run . after.json                   # this checkout's
     python bench/same_findings.py compare before.json after.json     # exit 1 when any list differs
     python bench/same_findings.py run . after.json --warm            # also a warm run (fresh cache, second run)
+    python bench/same_findings.py run . all.json --select GM1,GM2    # every rule, the opt-in GM201 too
 
 In each corpus folder (fetched by ``bench/corpus.py``) ``run`` calls
 ``python -m lints PACKAGE --format json --no-cache`` (the default rules) with the checkout alone on
 ``PYTHONPATH``, and saves the ``findings`` list per tree. With ``--warm`` it also lints each tree twice
-with a new cache folder and keeps the second (warm) run's findings. ``compare`` checks the lists are
+with a new cache folder and keeps the second (warm) run's findings; ``--select`` passes its codes on
+(runs named ``cold[CODES]``). ``compare`` checks the lists are
 equal, field for field and in order, and prints the first difference per tree when they are not.
 A move of code that keeps behaviour prints ``identical`` for every tree.
 """
@@ -31,11 +33,12 @@ import corpus  # noqa: E402
 TREES = ("sglang-0.5.15", "sglang-0.5.23", "vllm-0.11.0")
 
 
-def lint(checkout: Path, tree: str, cache: Path | None) -> tuple[list[dict], float]:
+def lint(checkout: Path, tree: str, cache: Path | None, select: str | None) -> tuple[list[dict], float]:
     package = corpus.CORPORA[tree][2]
     env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
     env["PYTHONPATH"] = str(checkout)
     cache_args = ["--no-cache"] if cache is None else ["--cache-dir", str(cache)]
+    cache_args += ["--select", select] if select else []
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "lints", package, "--format", "json", *cache_args],
                           cwd=corpus.project_dir(tree), env=env, capture_output=True, text=True, check=False)
@@ -48,14 +51,15 @@ def lint(checkout: Path, tree: str, cache: Path | None) -> tuple[list[dict], flo
 def run(args: argparse.Namespace) -> int:
     checkout = args.checkout.resolve()
     saved: dict[str, dict[str, list[dict]]] = {}
+    codes = f"[{args.select}]" if args.select else ""
     for tree in args.trees:
         saved[tree] = {}
-        saved[tree]["cold"], seconds = lint(checkout, tree, None)
-        line = f"{tree}: {len(saved[tree]['cold'])} findings, cold {seconds:.1f} s"
+        saved[tree][f"cold{codes}"], seconds = lint(checkout, tree, None, args.select)
+        line = f"{tree}{codes}: {len(saved[tree][f'cold{codes}'])} findings, cold {seconds:.1f} s"
         if args.warm:
             with tempfile.TemporaryDirectory() as cache:
-                lint(checkout, tree, Path(cache))
-                saved[tree]["warm"], seconds = lint(checkout, tree, Path(cache))
+                lint(checkout, tree, Path(cache), args.select)
+                saved[tree][f"warm{codes}"], seconds = lint(checkout, tree, Path(cache), args.select)
             line += f", warm {seconds:.1f} s"
         print(line, flush=True)
     args.out.write_text(json.dumps({"checkout": str(checkout), "trees": saved}, indent=1))
@@ -97,6 +101,7 @@ def main() -> int:
     run_parser.add_argument("checkout", type=Path)
     run_parser.add_argument("out", type=Path)
     run_parser.add_argument("--warm", action="store_true", help="also a second run over a fresh cache")
+    run_parser.add_argument("--select", help="codes to pass on (default: the default rules)")
     run_parser.add_argument("--trees", nargs="+", default=list(TREES), choices=list(corpus.CORPORA))
     compare_parser = commands.add_parser("compare", help="compare two saved outputs of run")
     compare_parser.add_argument("old", type=Path)
