@@ -6,8 +6,9 @@ Each size is a one-file project (`a.py`, written here: no upstream code) of N sm
 with a `warmup` method entering `torch.inference_mode()` on a warm path: one GM101 and one safe fix
 per class (18,000 classes make a 5 MB module). For each size, in fresh processes with no cache and
 one job: `python -m lints` and `python -m lints.codemod` (writing; the file is put back after each
-run). Printed: seconds and peak RSS (the largest process, from `wait4`) of each, the codemod's over
-the linter's, and the growth from one size to the next. With ``--base`` (e.g. a `git worktree` of
+run). Printed: wall seconds, CPU seconds (user + system: steadier than wall on a loaded machine) and
+peak RSS (the largest process, from `wait4`) of each, the codemod's over the linter's, and the
+growth from one size to the next. With ``--base`` (e.g. a `git worktree` of
 another commit) the codemod also runs on that checkout, interleaved.
 """
 from __future__ import annotations
@@ -39,8 +40,9 @@ def generated_module(classes: int) -> str:
     return "".join(parts)
 
 
-def measured(checkout: Path, folder: Path, module: str, text: str) -> tuple[float, float]:
-    """(seconds, peak RSS in MiB) of ``python -m MODULE a.py`` run from ``checkout`` on ``text``."""
+def measured(checkout: Path, folder: Path, module: str, text: str) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS in MiB) of ``python -m MODULE a.py`` run from ``checkout`` on
+    ``text``."""
     path = folder / "a.py"
     path.write_text(text)
     env = dict(os.environ, PYTHONPATH=str(checkout))
@@ -57,7 +59,7 @@ def measured(checkout: Path, folder: Path, module: str, text: str) -> tuple[floa
         raise SystemExit(f"{module} failed in {checkout}: {error[-2000:]}")
     if module == "lints.codemod" and "inference_mode" in path.read_text():
         raise SystemExit(f"{module} in {checkout} left a fix undone: {error[-2000:]}")
-    return elapsed, usage.ru_maxrss / 1024  # KiB on Linux
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # KiB on Linux
 
 
 def main() -> None:
@@ -77,22 +79,22 @@ def main() -> None:
             for name, module, checkout in [("lint", "lints", HERE)] + [
                     (f"fix {label}", "lints.codemod", path) for label, path in checkouts]:
                 runs = [measured(checkout, folder, module, text) for _ in range(options.rounds)]
-                row[name] = (min(s for s, _ in runs), max(m for _, m in runs))
+                row[name] = (min(r[0] for r in runs), min(r[1] for r in runs), max(r[2] for r in runs))
                 print(f"{classes} classes ({row['MB']:.1f} MB): {name}: {row[name][0]:.1f} s, "
-                      f"{row[name][1]:.0f} MiB", file=sys.stderr, flush=True)
+                      f"CPU {row[name][1]:.1f} s, {row[name][2]:.0f} MiB", file=sys.stderr, flush=True)
             rows.append(row)
     names = [name for name in rows[0] if name not in ("classes", "MB")]
-    print("| classes | MB | " + " | ".join(f"{n} s | {n} MiB" for n in names) + " | fix/lint s | fix/lint MiB |")
-    print("| --- " * (2 + 2 * len(names) + 2) + "|")
+    print("| classes | MB | " + " | ".join(f"{n} s | {n} CPU s | {n} MiB" for n in names)
+          + " | fix/lint CPU | fix/lint MiB |")
+    print("| --- " * (2 + 3 * len(names) + 2) + "|")
     for row in rows:
-        cells = [f"{row[n][0]:.1f} | {row[n][1]:.0f}" for n in names]
+        cells = [f"{row[n][0]:.1f} | {row[n][1]:.1f} | {row[n][2]:.0f}" for n in names]
         print(f"| {row['classes']} | {row['MB']:.2f} | " + " | ".join(cells)
-              + f" | {row['fix this'][0] / row['lint'][0]:.2f}x | {row['fix this'][1] / row['lint'][1]:.2f}x |")
+              + f" | {row['fix this'][1] / row['lint'][1]:.2f}x | {row['fix this'][2] / row['lint'][2]:.2f}x |")
     for before, after in zip(rows, rows[1:]):
         growth = after["classes"] / before["classes"]
-        print(f"{before['classes']} -> {after['classes']} classes ({growth:.0f}x): "
-              + ", ".join(f"{n} time {after[n][0] / before[n][0]:.2f}x, RSS {after[n][1] / before[n][1]:.2f}x"
-                          for n in names))
+        print(f"{before['classes']} -> {after['classes']} classes ({growth:.2f}x): " + ", ".join(
+            f"{n} CPU {after[n][1] / before[n][1]:.2f}x, RSS {after[n][2] / before[n][2]:.2f}x" for n in names))
 
 
 if __name__ == "__main__":
