@@ -73,7 +73,9 @@ class Buffers:
         self._values: dict[tuple[str, str], frozenset[BufferKey]] = {}
         self._returns: dict[str, frozenset[BufferKey]] = {}
         self._fields: dict[tuple[str, str], frozenset[BufferKey]] = {}
-        self.provenance = Provenance(project, graph, regions)
+        # lazy buffers are allocated from nothing; a kept tensor rebound to a copy of itself is one too (eager)
+        self.provenance = Provenance(project, graph, regions, copies=False)
+        self._copies = Provenance(project, graph, regions, copies=True)
         self.allocations = self._find_allocations()
         # kept places that hold objects, not only tensors: an update of a field of one updates the buffer
         self._object_names = frozenset(a.key.name for a in self.allocations)
@@ -144,10 +146,12 @@ class Buffers:
                 key, dict_store = stored
                 text = target[1][1] if dict_store else target[1]
                 lazy = self._guarded(fn, fact[A_GUARD], {text}) is not None
-                eager = not lazy and not dict_store and (fn["name"] in CONSTRUCTORS or
-                                                         self._copy_of_itself(fid, value, text))
-                if not (lazy or eager) or not self.provenance.fresh(fid, value):  # the costly question last
+                copy = not lazy and not dict_store and self._copy_of_itself(fid, value, text)
+                eager = not lazy and not dict_store and fn["name"] in CONSTRUCTORS
+                if not (lazy or eager or copy):
                     continue
+                if not (self._copies.fresh(fid, value) if copy else self.provenance.fresh(fid, value)):
+                    continue  # the costly question last
                 if lazy:
                     found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
                                             f"allocated under a check of `{text}`", dict_store))
@@ -588,7 +592,12 @@ class Buffers:
                                                and (fact[A_LINE], fact[A_COL]) > replaced))
                 else:
                     keys = self.keys_of(fid, receiver)
+                # a field of a kept object (`ws.count += 1`, `self._ws.table[k] = v`) may be an int or a dict: only
+                # a torch method (`ws.topk_idx[n:].fill_(-1)`) or `out=` says that it is a tensor
+                field_write = is_store or mutation.how.startswith("augmented")
                 for key in keys:
+                    if field_write and "." in text and key.name.rsplit(".", 1)[-1] != leaf:
+                        continue
                     if is_store and key in dict_caches and receiver[0] == "s" and self._is_container(fid, receiver[1]):
                         continue  # `self._cache[k] = buf` inserts into the cache, it writes no tensor
                     out.setdefault(key, []).append(mutation)

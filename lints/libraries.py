@@ -5,7 +5,8 @@ running interpreter's, or the one named by ``--python`` / ``python = "..."`` (a 
 interpreter or folder, or a site-packages folder), as pyright's ``pythonPath``. Nothing there is
 executed, the interpreter included: its site-packages are found on disk, next to it. The modules the
 project imports, then the modules of the same package that those import, are summarised like
-project files and join the analysis, marked with the distribution they come from. Findings are
+project files and join the analysis, marked with the distribution they come from; only distributions
+that require torch (their ``METADATA``) are read: no other can keep a torch tensor. Findings are
 reported on the project's files only.
 
 Summaries are cached per distribution, outside the project (the user's cache folder), under the
@@ -38,6 +39,8 @@ NOT_SUMMARISED = frozenset({"torch", "triton", "numpy", "setuptools", "pip", "_p
 # At most this many library modules in one run: beyond, the rest is left out with a warning.
 MAX_MODULES = 6000
 _CACHE_FORMAT = "gradmode-library/1"
+# `Requires-Dist: torch`, `torch>=2.1`, `torch (>=2); extra == "gpu"`: any requirement of torch itself
+_REQUIRES_TORCH = re.compile(r"^Requires-Dist:\s*torch\s*(?:[<>=!~;(\[]|$)", re.MULTILINE)
 
 
 class Distribution(NamedTuple):
@@ -45,6 +48,7 @@ class Distribution(NamedTuple):
     version: str
     record: Optional[str]  # path of its RECORD, None if it has none
     record_digest: str
+    uses_torch: bool  # it requires torch (METADATA): only such a library can keep a torch tensor
 
 
 class LibraryModule(NamedTuple):
@@ -156,7 +160,9 @@ class Environment:
                 head = line.split("/", 1)[0].split(",", 1)[0]
                 if head and not head.endswith((".dist-info", ".data")):
                     tops.add(head[:-3] if head.endswith(".py") else head)
-        dist = Distribution(name, version, record if raw is not None else None, digest)
+        metadata = _read_small(os.path.join(folder, "METADATA"), 1 << 20) or b""
+        uses_torch = _REQUIRES_TORCH.search(metadata.decode("utf-8", "replace")) is not None
+        dist = Distribution(name, version, record if raw is not None else None, digest, uses_torch)
         for top in tops:
             self._owners.setdefault((site, top), dist)
 
@@ -216,8 +222,8 @@ def reached_modules(project_summaries: Iterable[dict], env: Environment, project
                         continue
                     seen.add(candidate)
                     module = env.module(candidate)
-                    if module is None:
-                        continue
+                    if module is None or module.distribution is None or not module.distribution.uses_torch:
+                        continue  # a library that does not require torch keeps no tensor (nor one we can tell)
                     if first:
                         wanted_tops.add(top)
                     out.append(module)

@@ -37,7 +37,10 @@ _MAX_CALLERS = 16
 
 
 class Provenance:
-    def __init__(self, project: Project, graph: CallGraph, regions: Regions) -> None:
+    def __init__(self, project: Project, graph: CallGraph, regions: Regions, copies: bool = True) -> None:
+        # without copies: only what allocates from nothing (factories, allocators), not a copy or a `cat` of a
+        # tensor that exists (`if self.x is not None: self.x = self.x.to(dev)` re-binds, it is no lazy buffer)
+        self.copies = copies
         self.project = project
         self.graph = graph
         self.regions = regions
@@ -115,12 +118,12 @@ class Provenance:
         symbol = project.resolve(fid, func[1]) if func[0] == "n" else None
         if symbol is not None and symbol.kind == EXTERNAL:
             target = symbol.target
-            if target in names.FRESH_TENSOR_FUNCTIONS or target in LIBRARY_ALLOCATORS or \
-                    target.endswith(".symm_mem.empty"):
+            if target in (names.FRESH_TENSOR_FUNCTIONS if self.copies else names.TORCH_FACTORIES) or \
+                    target in LIBRARY_ALLOCATORS or target.endswith(".symm_mem.empty"):
                 return f"`{func[1]}()` at {where}"
             if leaf in names.TENSOR_METHOD_FACTORIES and "." in func[1]:
                 return f"`{func[1]}()` at {where}"
-            if receiver is not None and leaf in COPYING_METHODS and not target.startswith("torch."):
+            if self.copies and receiver is not None and leaf in COPYING_METHODS and not target.startswith("torch."):
                 return f"`{func[1]}()` (a copy) at {where}"
             # a wrapper of another library's given a new tensor: `pin_memory(torch.empty(...))`
             if call[C_ARGS] and not target.startswith(("torch.", "builtins.")) and (
@@ -131,12 +134,14 @@ class Provenance:
                 symbol is None or symbol.kind not in (FUNC, CLASS)):
             return f"`{func[1]}()` at {where}"
         if receiver is not None and leaf in COPYING_METHODS:
-            # `Model(cfg).cuda()` is the module itself: fresh only if the module is
+            # `Model(cfg).cuda()` is the module itself: fresh only if the module is; `torch.empty(n).cuda()` too
             owner = project.class_of_value(fid, receiver)
             if owner is not None and project.method(owner, leaf) is None:
                 return self.fresh(fid, receiver, depth + 1)
             if symbol is None or symbol.kind not in (FUNC, CLASS):
-                return f"`{_short(func)}()` (a copy) at {where}"
+                if self.copies:
+                    return f"`{_short(func)}()` (a copy) at {where}"
+                return self.fresh(fid, receiver, depth + 1)
         if symbol is not None and symbol.kind == CLASS:
             return self._constructed(fid, call, symbol.target, depth)
         if symbol is not None and symbol.kind in (LOCAL, PARAM) and "." not in symbol.name:

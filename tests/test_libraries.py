@@ -77,7 +77,7 @@ def install_library(venv: Path, files: dict[str, str], tamper: bool = False) -> 
         rows.append(f"{name},{_record_hash(text.encode() + (b'#' if tamper else b''))},{len(text)}")
     info = site / "kernels-1.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kernels\nVersion: 1.0\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kernels\nVersion: 1.0\nRequires-Dist: torch>=2.1\n")
     (info / "top_level.txt").write_text("kernels\n")
     (info / "RECORD").write_text("\n".join(rows + ["kernels-1.0.dist-info/RECORD,,"]) + "\n")
     (venv / "bin").mkdir(parents=True, exist_ok=True)
@@ -152,3 +152,11 @@ def test_python_setting_is_read_relative_to_the_settings_file(tmp_path, user_cac
     proc = subprocess.run([sys.executable, "-m", "lints", "--format", "concise", "--no-cache", "--no-libraries",
                            "engine"], cwd=tmp_path / "proj", capture_output=True, text=True, timeout=300)
     assert "GM202" not in proc.stdout
+
+
+def test_a_library_that_does_not_require_torch_is_not_read(tmp_path, user_cache):
+    python = install_library(tmp_path / "venv", LIBRARY)
+    metadata = next((tmp_path / "venv").rglob("kernels-1.0.dist-info")) / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Requires-Dist: torch>=2.1\n", "Requires-Dist: torchvision\n"))
+    run = lint_run(tmp_path / "a", _engine("torch.inference_mode()"), Config(python=str(python)))
+    assert run.findings == []  # no tensor can be kept by a library without torch: it is not summarised
