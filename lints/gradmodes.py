@@ -196,10 +196,10 @@ class GradModes:
                 for caller, callee, line in self.links(fid, state)[-limit:]]
 
     def entry_contexts(self, fid: str, limit: int = 50000) -> frozenset[str]:
-        """Where the runs that reach ``fid`` start: each entry no project code calls, as its class when it is
-        a method (one object's methods run in one program: a runner's warmup and its serving step) and as its
-        module otherwise (a script, a test kit). Two switches whose contexts share none are not known to run
-        in one program."""
+        """Where the runs that reach ``fid`` start: each entry no project code calls, as the package of its
+        module (an engine's warmup and serving modules, side by side) and, for a method, its class (one
+        object's methods run in one program). Two switches whose contexts share none (a layer's forward in
+        `srt/models` and a test kit's or a benchmark script's function) are not known to run in one program."""
         memo = self.__dict__.setdefault("_entry_contexts", {})
         if fid in memo:
             return memo[fid]
@@ -210,8 +210,10 @@ class GradModes:
             current = stack.pop()
             edges = self._callers.get(current)
             if not edges:
-                owner = self.project.class_of(current) if self.project.function(current)["cls"] else None
-                found.add(owner or self.project.functions[current][0]["module"])
+                module = self.project.functions[current][0]["module"]
+                found.add(f"package {module.rpartition('.')[0] or module}")
+                if self.project.function(current)["cls"]:
+                    found.add(self.project.class_of(current) or module)
                 continue
             for edge in edges:
                 if edge.caller not in seen:
