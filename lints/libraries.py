@@ -18,7 +18,6 @@ editable install) is summarised on every run.
 from __future__ import annotations
 
 import base64
-import contextlib
 import csv
 import hashlib
 import io
@@ -27,11 +26,11 @@ import os
 import re
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Optional
 
 from .summary import MODULE_SCOPE
+from .writes import write_new_file
 
 # Libraries whose facts the tool models itself (torch), or that hold no torch tensors or kernels
 # that write through pointers: never summarised.
@@ -305,15 +304,7 @@ class LibraryCache:
                               separators=(",", ":"))
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)
-                fd, temp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
-                try:
-                    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                        handle.write(data)
-                    os.replace(temp, path)
-                except BaseException:
-                    with contextlib.suppress(OSError):
-                        os.unlink(temp)
-                    raise
+                write_new_file(str(path), data.encode("utf-8"))
             except OSError:
                 continue  # a cache that cannot be written costs time, not results
         self._dirty.clear()
