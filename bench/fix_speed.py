@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lints.codemod import FixOptions, fix_text
+from lints.file_fixes import FixOptions, fix_text
 from lints.options import Config
 from lints.engine import lint_project
 from lints.sources import SourceFile

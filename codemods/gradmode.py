@@ -18,7 +18,7 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext, SkipFile
 from libcst.metadata import BatchableMetadataProvider
 
-from lints.codemod import file_identity, first_path_per_file, names_imported_elsewhere, run_to_fix_from
+from lints.fix_inputs import file_identity, first_path_per_file, names_imported_elsewhere, run_to_fix_from
 from lints.options import Config, ConfigError, check_codes, default_cache_dir, load_config, split_codes
 from lints.engine import lint_project
 from lints.globs import within

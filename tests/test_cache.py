@@ -619,7 +619,7 @@ def test_the_summaries_cache_is_decoded_with_the_collector_paused(tmp_path, monk
     hit with the cyclic collector on: 4.6 s instead of 0.8 s on sglang 0.5.15."""
     import gc
 
-    from lints import codemod, summary_cache
+    from lints import fix_inputs, summary_cache
 
     root = write_package(tmp_path / "repo", BUGGY)
     (root / "pyproject.toml").write_text("[tool.gradmode]\n")
@@ -636,7 +636,7 @@ def test_the_summaries_cache_is_decoded_with_the_collector_paused(tmp_path, monk
     monkeypatch.setattr(summary_cache.json, "loads", loads)
     assert gc.isenabled()
     with chdir(root):
-        assert codemod.names_imported_elsewhere(hit, Config()) != {}
+        assert fix_inputs.names_imported_elsewhere(hit, Config()) != {}
     assert collector_on and not any(collector_on), collector_on
     assert gc.isenabled()
 

@@ -416,7 +416,8 @@ def test_json_edits_fixing_one_statement_match_fixing_the_whole_file(tmp_path, m
     """``fix_edits`` rewrites, prints and checks only the statements a fix changes (per finding, the whole
     file made --format json quadratic); its edits are those of fixing the whole file, and it falls back
     to that where it must (an import to add, the file's last statement)."""
-    from lints import codemod
+    from lints import editor_fixes
+    from lints.file_fixes import FixOptions, ParsedSource
     from lints.engine import lint_project
     from lints.sources import read_source
 
@@ -426,16 +427,17 @@ def test_json_edits_fixing_one_statement_match_fixing_the_whole_file(tmp_path, m
         run = lint_project(["w.py"], Config(), use_cache=False)
         assert len(run.findings) >= 7, run.findings
         source = read_source("w.py")
-        options = codemod.FixOptions(Config(), findings={})
+        options = FixOptions(Config(), findings={})
         whole_file_fixes = []
-        real_fix_text = codemod.fix_text
-        monkeypatch.setattr(codemod, "fix_text", lambda *a, **k: whole_file_fixes.append(1) or real_fix_text(*a, **k))
-        parsed = codemod.ParsedSource()
-        by_statement = [codemod.fix_edits(source, f, options, parsed) for f in run.findings]
+        real_fix_text = editor_fixes.fix_text
+        monkeypatch.setattr(editor_fixes, "fix_text",
+                            lambda *a, **k: whole_file_fixes.append(1) or real_fix_text(*a, **k))
+        parsed = ParsedSource()
+        by_statement = [editor_fixes.fix_edits(source, f, options, parsed) for f in run.findings]
         assert 0 < len(whole_file_fixes) < len(run.findings) - 3, (len(whole_file_fixes), len(run.findings))
-        monkeypatch.setattr(codemod, "_statement_edits", lambda *a: None)
-        parsed = codemod.ParsedSource()
-        whole = [codemod.fix_edits(source, f, options, parsed) for f in run.findings]
+        monkeypatch.setattr(editor_fixes, "_statement_edits", lambda *a: None)
+        parsed = ParsedSource()
+        whole = [editor_fixes.fix_edits(source, f, options, parsed) for f in run.findings]
     assert by_statement == whole
     assert all(edits for edits in whole), whole
     for finding, edits in zip(run.findings, by_statement):
@@ -450,7 +452,9 @@ def test_json_edits_fixing_one_statement_match_fixing_the_whole_file(tmp_path, m
 def test_json_edits_remove_an_import_the_fix_leaves_unused_as_the_whole_file_fix_does(tmp_path, monkeypatch, uses):
     """An attribute or keyword named like the import is no use of it: the fix of the only `with` removes
     the import, as fixing the whole file does; with a second use, it stays."""
-    from lints import codemod
+    from lints import editor_fixes
+    from lints.file_fixes import FixOptions, ParsedSource
+    from lints.fix_inputs import file_identity
     from lints.engine import lint_project
     from lints.sources import read_source
 
@@ -462,9 +466,9 @@ def test_json_edits_remove_an_import_the_fix_leaves_unused_as_the_whole_file_fix
         run = lint_project(["w.py"], Config(), use_cache=False)
         finding = next(f for f in run.findings if f.line == 5)
         source = read_source("w.py")
-        options = codemod.FixOptions(Config(), findings={}, imported={codemod.file_identity("w.py"): set()})
-        by_statement = codemod.fix_edits(source, finding, options, codemod.ParsedSource())
-        monkeypatch.setattr(codemod, "_statement_edits", lambda *a: None)
-        whole = codemod.fix_edits(source, finding, options, codemod.ParsedSource())
+        options = FixOptions(Config(), findings={}, imported={file_identity("w.py"): set()})
+        by_statement = editor_fixes.fix_edits(source, finding, options, ParsedSource())
+        monkeypatch.setattr(editor_fixes, "_statement_edits", lambda *a: None)
+        whole = editor_fixes.fix_edits(source, finding, options, ParsedSource())
     assert by_statement == whole
     assert ("from torch import inference_mode" in _apply_edits(text, whole)) == ("with" in uses)

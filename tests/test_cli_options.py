@@ -134,6 +134,17 @@ def test_fix_takes_the_shared_options_as_parsed_and_refuses_report_options(tmp_p
     assert "inference_mode" not in (root / "eng" / "warm.py").read_text()
 
 
+def test_fix_and_diff_take_an_option_with_one_flag_only(tmp_path):
+    """--no-libraries has no --libraries twin: handing the options to the codemod as a command line
+    again asked for one (an IndexError, exit 2); the CLI now gives the codemod's run the options as parsed."""
+    root = _project(tmp_path)
+    diff = run_script("gradmode-lint", "--diff", "--no-libraries", "--no-cache", "eng/warm.py", cwd=root)
+    assert diff.returncode == 1 and "-    with torch.inference_mode():" in diff.stdout, diff
+    assert "Traceback" not in diff.stderr
+    fixed = run_script("gradmode-lint", "--fix", "--no-libraries", "--no-cache", "eng/warm.py", cwd=root)
+    assert fixed.returncode == 0 and "inference_mode" not in (root / "eng" / "warm.py").read_text(), fixed
+
+
 def test_color_follows_the_flag_and_no_color(tmp_path):
     root = _project(tmp_path)
     always = run_script("gradmode-lint", "eng/warm.py", "--color", "always", cwd=root).stdout

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from lints.codemod import FixOptions, fix_text, names_imported_elsewhere
+from lints.file_fixes import FixOptions, fix_text
+from lints.fix_inputs import names_imported_elsewhere
 from lints.options import Config
 from lints.sources import decode_source
 
@@ -562,22 +563,22 @@ def test_a_loose_files_folder_with_hostile_entries_is_scanned_safely(tmp_path):
 def test_the_fixer_reads_again_only_the_files_with_findings(tmp_path, monkeypatch):
     """Every file of the project went to the fixer's workers, each with the options (the project's
     findings and imports): 6 s of a warm 7 s codemod run on sglang 0.5.15, for 3 files to fix."""
-    from lints import codemod
+    from lints import codemod, fix_run
 
     (tmp_path / ".git").mkdir()
     (tmp_path / "warm.py").write_text("import torch\ndef warmup(model):\n    with torch.inference_mode():\n"
                                       "        model()\n")
     (tmp_path / "other.py").write_text("def f():\n    return 1\n")
     fixed = []
-    real_fix_file = codemod.fix_file
+    real_fix_file = fix_run.fix_file
 
     def counting_fix_file(path, options):
         fixed.append(os.path.basename(path))
         return real_fix_file(path, options)
 
-    monkeypatch.setattr(codemod, "fix_file", counting_fix_file)
+    monkeypatch.setattr(fix_run, "fix_file", counting_fix_file)
     with chdir(tmp_path):
-        assert codemod._main(["-q", "--no-cache", "-j", "1", "."]) == 0
+        assert codemod.main(["-q", "--no-cache", "-j", "1", "."]) == 0
     assert fixed == ["warm.py"]
     assert "inference_mode" not in (tmp_path / "warm.py").read_text()
 
@@ -587,7 +588,7 @@ def test_the_imports_a_fix_keeps_are_gathered_with_the_collector_paused(tmp_path
     4.3 s editor run (`--format json --stdin-filename`) on sglang 0.5.15, against 0.17 s."""
     import gc
 
-    from lints import codemod
+    from lints import fix_inputs
 
     (tmp_path / ".git").mkdir()
     (tmp_path / "warm.py").write_text("import torch\ndef warmup(model):\n    with torch.inference_mode():\n"
@@ -595,13 +596,13 @@ def test_the_imports_a_fix_keeps_are_gathered_with_the_collector_paused(tmp_path
     run = lint(tmp_path)
     assert run.analysis is not None
     collector_on = []
-    real = codemod._imported_names
+    real = fix_inputs._imported_names
 
     def recording(summaries):
         collector_on.append(gc.isenabled())
         return real(summaries)
 
-    monkeypatch.setattr(codemod, "_imported_names", recording)
+    monkeypatch.setattr(fix_inputs, "_imported_names", recording)
     assert gc.isenabled()
     names_imported_elsewhere(run, Config())
     assert collector_on == [False] and gc.isenabled()

@@ -21,7 +21,7 @@ import libcst as cst
 import pytest
 import torch
 
-from lints.codemod import FixOptions, fix_text
+from lints.file_fixes import FixOptions, fix_text
 from lints.options import Config
 from lints.child_processes import in_forked_child
 from lints.sources import NOT_REGULAR, decode_source, read_source

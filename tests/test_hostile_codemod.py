@@ -13,8 +13,8 @@ from pathlib import Path
 import libcst
 import pytest
 
-from lints import codemod, fixer
-from lints.codemod import FixOptions, fix_text
+from lints import codemod, file_fixes, fixer
+from lints.file_fixes import FixOptions, fix_text
 from lints.summary_jobs import file_key
 from lints.sources import source_from_text
 from lints.options import Config
@@ -300,7 +300,7 @@ def fixed_both_ways(monkeypatch, text: str, style: str = "remove", unsafe: bool 
     """(``fix_text`` of the whole module, ``fix_text`` a piece at a time, the sizes libcst parsed then)."""
     options = FixOptions(Config(), style=style, unsafe_fixes=unsafe, write=False)
     whole = fix_text(source_from_text("a.py", text), options)
-    monkeypatch.setattr(codemod, "PIECES_MIN_CHARS", 0)
+    monkeypatch.setattr(file_fixes, "PIECES_MIN_CHARS", 0)
     monkeypatch.setattr(fixer, "PIECE_CHARS", piece_chars)  # 1: a cut at every start that parses
     counter = ParseCounter(monkeypatch)
     in_pieces = fix_text(source_from_text("a.py", text), options)

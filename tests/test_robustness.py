@@ -26,7 +26,7 @@ import pyflakes.reporter
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 
-from lints.codemod import FixOptions, fix_text
+from lints.file_fixes import FixOptions, fix_text
 from lints.options import Config
 from lints.engine import lint_project
 from lints.sources import SourceFile, read_source
