@@ -16,6 +16,7 @@ Runs on CPU (CI) and on CUDA.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,8 @@ def lint(tmp_path: Path, *names: str) -> list[dict]:
     (tmp_path / "pyproject.toml").write_text("[tool.gradmode]\n")
     proc = subprocess.run([sys.executable, "-m", "lints", *names, "--format", "json", "--no-cache", "--no-libraries"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)))
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)["findings"]
 
