@@ -90,12 +90,16 @@ class GradModes:
         return current
 
     def _host_entry(self, fid: str) -> bool:
-        """Whether ``fid`` is an entry the host calls (no project code calls it), not a module's ``forward``
+        """Whether ``fid`` is an entry the host calls (no project code calls it, or only a script's top level
+        does), not a module's ``forward``
         or ``__call__`` (its runner calls it, often through an object of unknown class, in the runner's mode).
         An entry that enters no_grad itself is taken to be called outside inference mode: that is what the
         engine chose for it. Anywhere else no_grad keeps an unknown state unknown (torch keeps inference mode
         on under no_grad)."""
-        return fid not in self._callers and self.project.function(fid)["name"] not in ("forward", "__call__")
+        if self.project.function(fid)["name"] in ("forward", "__call__"):
+            return False
+        # no project code calls it, or only a module's top level does (a script driving the engine)
+        return all(self.project.function(edge.caller)["name"] == MODULE_SCOPE for edge in self._callers.get(fid, ()))
 
     def param_modes(self, fid: str, param: str) -> tuple[Mode, ...]:
         """The switches callers pass for ``param`` of ``fid`` (``run_ctx``), its default included."""
