@@ -200,10 +200,8 @@ class Buffers:
             if stored is None or not self.provenance.fresh(fid, value):
                 continue
             key, _ = stored
-            lazy = True
             out.append(Allocation(key, fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
-                                  f"allocated under a check of `{text}`" if lazy else f"`{text}.{method}()` of a "
-                                  f"new tensor", True, lazy=lazy))
+                                  f"allocated under a check of `{text}`", True))
         return out
 
     def _registered(self, fid: str, fn: dict, call: list) -> list[Allocation]:

@@ -160,3 +160,20 @@ def test_a_library_that_does_not_require_torch_is_not_read(tmp_path, user_cache)
     metadata.write_text(metadata.read_text().replace("Requires-Dist: torch>=2.1\n", "Requires-Dist: torchvision\n"))
     run = lint_run(tmp_path / "a", _engine("torch.inference_mode()"), Config(python=str(python)))
     assert run.findings == []  # no tensor can be kept by a library without torch: it is not summarised
+
+
+def test_bad_library_settings_are_one_clear_error(tmp_path, user_cache):
+    files = _engine("torch.inference_mode()")
+    for setting, why in (('python = 3', "python must be a string"), ('libraries = "yes"', "libraries must be true or false")):
+        files["pyproject.toml"] = f"[tool.gradmode]\n{setting}\n"
+        folder = write_package(tmp_path / setting.split()[0], files)
+        before = (folder / "engine" / "runner.py").read_text()
+        proc = subprocess.run([sys.executable, "-m", "lints", "--no-cache", "engine"], cwd=folder,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+        assert (folder / "engine" / "runner.py").read_text() == before
+
+
+def test_a_python_that_does_not_exist_means_no_libraries(tmp_path, user_cache):
+    run = lint_run(tmp_path, _engine("torch.inference_mode()"), Config(python=str(tmp_path / "no" / "bin" / "python")))
+    assert run.errors == [] and run.findings == []  # nothing to read there: the project alone, no crash
