@@ -32,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Find grad-mode mismatches between warmup/autotune/CUDA-graph capture and serving. "
-                    f"`{prog} explain GM101` explains a rule; `{prog} rules` lists them.",
+                    f"`{prog} explain GM101` explains a rule; `{prog} rules` lists them; `{prog} server` "
+                    "starts the language server (LSP over stdio).",
         epilog="Exit status: 0 clean, 1 findings, 2 usage error or unreadable/unparsable file.",
     )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (folders: every *.py below)")
@@ -135,6 +136,10 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         from .rules import ALL_RULES
     if argv[:1] == ["explain"]:
         return _explain(argv[1:])
+    if argv[:1] == ["server"]:  # the language server: a front end of its own, started here
+        from .server import main as serve
+
+        return serve(argv[1:])
     if argv[:1] == ["rules"]:
         for rule in ALL_RULES.values():
             state = "" if rule.DEFAULT_ENABLED else " (opt-in)"

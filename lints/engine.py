@@ -179,7 +179,7 @@ def _library_summaries(project: list[dict], config: Config, jobs: int, max_bytes
 def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir: Optional[Path] = None,
                  use_cache: bool = True, max_bytes: int = MAX_FILE_BYTES,
                  overrides: Optional[dict[str, str]] = None, apply_noqa: bool = True,
-                 alone: bool = False, progress=None) -> ProjectRun:
+                 alone: bool = False, progress=None, summary_cache: Optional[SummaryCache] = None) -> ProjectRun:
     """Lint ``paths`` (files or folders) with the whole project around them as context
     (``alone``: the given files are the whole project, e.g. a snippet fixed in memory;
     ``progress``: a ``lints.progress.Progress`` advanced per file summarised). Files outside any
@@ -189,7 +189,9 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     project (``project_groups`` splits them).
 
     A rerun over unchanged files reuses the whole result; a change re-summarises only the files
-    that changed and re-runs the (in-memory) project analysis.
+    that changed and re-runs the (in-memory) project analysis. ``summary_cache``: the summaries to
+    reuse and add to instead of the project's cache folder (the language server keeps one in memory
+    across runs, ``lints/server.py``); with ``use_cache`` on, it is used whatever the folder.
     """
     from .analysis import ServingMode
 
@@ -220,7 +222,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         found = locator.outermost(found)
     root = os.path.normpath(_display_root(found, paths))
     folder = cache_folder(root, cache_dir, loose)
-    cache = SummaryCache(folder) if use_cache and folder is not None else None
+    cache = summary_cache if summary_cache is not None and use_cache else \
+        SummaryCache(folder) if use_cache and folder is not None else None
     if loose:
         packages = {r for p in paths for r, inside in [locator.locate(p)] if inside}
         # a package is one unit
@@ -288,4 +291,4 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     errors.sort(key=lambda e: e.path)
     return ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole,
                       loose_members=members, loose_folder=os.path.abspath(found) if loose else None,
-                      cache_folder=folder if cache is not None else None)
+                      cache_folder=cache.folder if cache is not None else None)
