@@ -20,8 +20,8 @@ from .project import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL, Project
 from .provenance import CONSTRUCTORS, COPYING_METHODS, Provenance
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD, Regions
 from .summary import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
-                      C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL, R_LINE,
-                      R_VALUE, R_WITH, R_YIELD, I_EXPR, W_ITEMS, callee_leaf, enclosing_withs, method_call)
+                      C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, G_PRESENT, MODULE_SCOPE, R_COL,
+                      R_LINE, R_VALUE, R_WITH, R_YIELD, I_EXPR, W_ITEMS, callee_leaf, enclosing_withs, method_call)
 
 
 class BufferKey(NamedTuple):
@@ -88,6 +88,9 @@ class Buffers:
             if not record[G_ORELSE]:
                 for name in record[G_NAMES]:
                     for text in texts:
+                        # not a test that finds it there (`if self._pool is not None: self._pool.append(...)`)
+                        if text in record[G_PRESENT]:
+                            continue
                         if name == text or name.startswith(text + ".") or name == f"'{text.rsplit('.', 1)[-1]}'":
                             return text
             guard = record[G_PARENT]
@@ -140,16 +143,20 @@ class Buffers:
                 value = fact[A_VALUE]
                 if value[0] == "n" and "." not in value[1]:
                     continue  # a local: `_stored_locals` follows it to where it was allocated
-                stored = self._store_key(fid, target)
-                if stored is None:
+                dict_store = target[0] == "s"
+                named = target[1] if dict_store else target
+                if named[0] != "n":
                     continue
-                key, dict_store = stored
-                text = target[1][1] if dict_store else target[1]
+                text = named[1]
                 lazy = self._guarded(fn, fact[A_GUARD], {text}) is not None
                 copy = not lazy and not dict_store and self._copy_of_itself(fid, value, text)
                 eager = not lazy and not dict_store and fn["name"] in CONSTRUCTORS
                 if not (lazy or eager or copy):
+                    continue  # before resolving the target: most stores are none of these
+                stored = self._store_key(fid, target)
+                if stored is None:
                     continue
+                key, dict_store = stored
                 if not (self._copies.fresh(fid, value) if copy else self.provenance.fresh(fid, value)):
                     continue  # the costly question last
                 if lazy:

@@ -175,11 +175,13 @@ class CallGraph:
         self._edges[key] = out
         return out
 
-    def _called(self, fid: str) -> list[int]:
+    def _called(self, fid: str) -> "range | list[int]":
         """The indices of the calls ``fid`` makes when it runs: a decorator runs once, where the function is
         defined, not when it is called."""
         fn = self.project.function(fid)
         decorators = {dec[D_EXPR][1] for dec in fn["dec"] if dec[D_EXPR][0] == "c"}
+        if not decorators:
+            return range(len(fn["calls"]))
         return [index for index in range(len(fn["calls"])) if index not in decorators]
 
 

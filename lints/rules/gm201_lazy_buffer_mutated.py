@@ -133,8 +133,23 @@ class LazyBufferMutatedInPlace(Rule):
         "            self.g[i] = v\n"
         "        else:\n"
         "            pass\n",
+        # a pool filled under a check that finds it empty, then updated in place
+        "import torch\n"
+        "class Ring:\n"
+        "    def step(self, x):\n"
+        "        if not self.pool:\n"
+        "            self.pool.append(torch.zeros(4))  # expect: GM201:13\n"
+        "        self.pool[0].add_(x)\n",
     )
     VALID = (
+        # appended to under a check that finds the list there (a feature switch), not one that finds it
+        # empty: each call adds a new tensor, no kept buffer of the first call's
+        "import torch\n"
+        "class Recorder:\n"
+        "    def step(self, x):\n"
+        "        if self.history is not None:\n"
+        "            self.history.append(torch.zeros(4))\n"
+        "        self.history[-1].add_(x)\n",
         "import torch\n"
         "class MoE:\n"
         "    def __init__(self, n):\n"
