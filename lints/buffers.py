@@ -61,9 +61,16 @@ class Mutation(NamedTuple):
     entry_fid: str = ""
     entry_with: int = -1
     entry_line: int = 0
+    # made through the module's `named_buffers()` (`dict(model.named_buffers())[name][...] = t`): the buffers
+    # a parameter stands for are the registered ones of the module passed for it
+    of_module_buffers: bool = False
 
 
 _CONTAINER_INSERTS = frozenset({"append", "setdefault", "insert", "add"})
+# An nn.Module's methods that hand out its registered buffers themselves (not copies).
+_MODULE_BUFFER_VIEWS = frozenset({"named_buffers", "buffers", "state_dict"})
+# Builtins whose result holds the items of their argument: a buffer in it stays that buffer.
+_SAME_ITEMS = frozenset({"dict", "list", "tuple", "sorted", "reversed", "iter"})
 
 class Buffers:
     def __init__(self, project: Project, graph: CallGraph, regions: Regions) -> None:
@@ -73,6 +80,7 @@ class Buffers:
         self._values: dict[tuple[str, str], frozenset[BufferKey]] = {}
         self._returns: dict[str, frozenset[BufferKey]] = {}
         self._fields: dict[tuple[str, str], frozenset[BufferKey]] = {}
+        self._registered_names: dict[str, set[str]] = {}  # module class -> its `register_buffer` names
         # lazy buffers are allocated from nothing; a kept tensor rebound to a copy of itself is one too (eager)
         self.provenance = Provenance(project, graph, regions, copies=False)
         self._copies = Provenance(project, graph, regions, copies=True)
@@ -127,6 +135,8 @@ class Buffers:
                         break
                 continue
             local_allocs: dict[str, list] = {}
+            siblings: list[tuple[list, str]] = []  # stores under a guard that checks another place
+            lazy_guards: dict[int, str] = {}  # guard -> the place it checks, for the lazy stores under it
             # locals stored somewhere as they are (`self._c[k] = buf`): the only ones whose provenance matters
             stored_locals = {fact[A_VALUE][1] for fact in fn["assigns"] if fact[A_OP] is None
                              and fact[A_VALUE][0] == "n" and "." not in fact[A_VALUE][1]
@@ -152,6 +162,8 @@ class Buffers:
                 copy = not lazy and not dict_store and self._copy_of_itself(fid, value, text)
                 eager = not lazy and not dict_store and fn["name"] in CONSTRUCTORS
                 if not (lazy or eager or copy):
+                    if fact[A_GUARD] >= 0 and not dict_store:
+                        siblings.append((fact, text))
                     continue  # before resolving the target: most stores are none of these
                 stored = self._store_key(fid, target)
                 if stored is None:
@@ -162,12 +174,22 @@ class Buffers:
                 if lazy:
                     found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
                                             f"allocated under a check of `{text}`", dict_store))
+                    lazy_guards.setdefault(fact[A_GUARD], text)
                 else:
                     # eager: built with the object, or rebound to a copy of itself (`self.k = self.k.to(dtype)`);
                     # not any store of a new tensor (a per-batch field set by each event loop), which would pair
                     # the allocations of one loop with the updates of another that never runs beside it
                     found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
                                             self._eager_why(fid, fn, text), dict_store, lazy=False))
+            # `if not hasattr(self, "_cu_q"): self._cu_q = ...; self._cu_k = ...`: built once, with the place checked
+            for fact, text in siblings:
+                checked = lazy_guards.get(fact[A_GUARD])
+                if checked is None or checked == text:
+                    continue
+                stored = self._store_key(fid, fact[A_TARGET])
+                if stored is not None and self.provenance.fresh(fid, fact[A_VALUE]):
+                    found.append(Allocation(stored[0], fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                                            f"allocated with `{checked}`, under its check", False))
             found.extend(self._appended(fid, fn))
             if local_allocs:
                 found.extend(self._stored_locals(fid, fn, local_allocs))
@@ -218,6 +240,7 @@ class Buffers:
         if (owner is None or call[C_FUNC] != ["n", "self.register_buffer"] or len(args) < 2 or args[0][0] != "k"
                 or not isinstance(args[0][1], str) or not self.provenance.fresh(fid, args[1])):
             return []
+        self._registered_names.setdefault(owner, set()).add(args[0][1])
         return [Allocation(BufferKey("attr", owner, args[0][1]), fid, call[C_LINE], call[C_COL], call[C_WITH],
                            call[C_GUARD], f"registered buffer `{args[0][1]}` of `{fn['cls']}`", False, lazy=False)]
 
@@ -301,6 +324,8 @@ class Buffers:
             return self._field_keys(fid, expr[1], expr[2], depth + 1)
         if tag == "t":
             return frozenset().union(*(self.keys_of(fid, v, depth + 1) for v in expr[1]))
+        if tag == "m":
+            return self.keys_of(fid, expr[1], depth + 1)
         if tag == "u":
             return self._element_keys(fid, expr[1], expr[2], depth + 1)
         if tag == "c":
@@ -309,6 +334,12 @@ class Buffers:
             receiver, method = method_call(func)
             if func[0] == "a" and method in names.VIEW_METHODS:
                 return self.keys_of(fid, receiver, depth + 1)
+            if receiver is not None and method in _MODULE_BUFFER_VIEWS:
+                return self._registered_keys(fid, receiver)
+            if func[0] == "n" and func[1] in _SAME_ITEMS and call[C_ARGS]:  # `dict(m.named_buffers())`
+                symbol = self.project.resolve(fid, func[1])
+                if symbol is not None and symbol.kind == EXTERNAL:
+                    return self.keys_of(fid, call[C_ARGS][0], depth + 1)
             targets = self.graph.call_targets(fid, expr[1], loose=True)
             if not targets and func[0] == "n" and receiver is not None and \
                     method in names.VIEW_METHODS | {"get", "setdefault"}:  # a view, or a lookup in a dict cache
@@ -334,8 +365,13 @@ class Buffers:
             return frozenset()
         if value[0] == "t":
             return self.keys_of(fid, value[1][index], depth + 1) if index < len(value[1]) else frozenset()
+        if value[0] == "m":
+            return self.keys_of(fid, value[1], depth + 1)
         if value[0] == "s" and value[1][0] == "c":
             call = self.project.function(fid)["calls"][value[1][1]]
+            receiver, method = method_call(call[C_FUNC])
+            if index == 1 and receiver is not None and method in _MODULE_BUFFER_VIEWS:
+                return self._registered_keys(fid, receiver)  # `for name, buf in model.named_buffers():`
             if callee_leaf(call[C_FUNC]) == "zip" and index < len(call[C_ARGS]):
                 return self.keys_of(fid, ["s", call[C_ARGS][index]], depth + 1)
             if callee_leaf(call[C_FUNC]) == "enumerate" and index == 1 and call[C_ARGS]:
@@ -351,6 +387,15 @@ class Buffers:
         if value[0] == "n":
             return self._local_elements(fid, value, index, depth)
         return frozenset()
+
+    def _registered_keys(self, fid: str, module: list) -> frozenset[BufferKey]:
+        """The registered buffers of the module ``module`` evaluates to, as its ``named_buffers()``,
+        ``buffers()`` or ``state_dict()`` hands them out (its own class's and its bases')."""
+        cls = self.project.class_of_value(fid, module)
+        if cls is None:
+            return frozenset()
+        return frozenset(BufferKey("attr", owner, name) for owner in self.project.mro(cls)
+                         for name in self._registered_names.get(owner, ()))
 
     def _local_elements(self, fid: str, value: list, index: int, depth: int) -> frozenset[BufferKey]:
         symbol = self.project.resolve(fid, value[1])
@@ -572,12 +617,19 @@ class Buffers:
             for receiver, mutation, is_store in self._sites(fid):
                 base = receiver
                 depth = 0
+                through_buffers = False
                 while base[0] == "s" or (base[0] == "c" and depth < 4):
                     if base[0] == "c":
-                        viewed, method = method_call(fn["calls"][base[1]][C_FUNC])
-                        if viewed is None or method not in names.VIEW_METHODS:
+                        call = fn["calls"][base[1]]
+                        viewed, method = method_call(call[C_FUNC])
+                        if viewed is not None and method in _MODULE_BUFFER_VIEWS:
+                            base, through_buffers = viewed, True
+                        elif call[C_FUNC][0] == "n" and call[C_FUNC][1] in _SAME_ITEMS and call[C_ARGS]:
+                            base = call[C_ARGS][0]
+                        elif viewed is None or method not in names.VIEW_METHODS:
                             break
-                        base = viewed
+                        else:
+                            base = viewed
                     else:
                         base = base[1]
                     depth += 1
@@ -586,7 +638,9 @@ class Buffers:
                 head = text.split(".", 1)[0]
                 replaced = self._replaced_before(fid, fn, text, mutation) if base[0] == "n" else None
                 if head in params and head not in ("self", "cls") and replaced is None:
-                    param_writers.setdefault(fid, []).append((head, mutation))  # `out.fill_()`, `ws.idx[:n] = x`
+                    # `out.fill_()`, `ws.idx[:n] = x`, `dict(model.named_buffers())[k][:] = x`
+                    param_writers.setdefault(fid, []).append(
+                        (head, mutation._replace(of_module_buffers=True) if through_buffers else mutation))
                 # the receiver must mention a buffer's name, or be a local/call that may hold one
                 if base[0] == "n" and "." in text and head in ("self", "cls") and \
                         wanted_names.isdisjoint(text.split(".")[1:]):
@@ -666,7 +720,8 @@ class Buffers:
                         arg = self.regions.argument_for(target, param, call)
                         if arg is None:
                             continue
-                        for key in self.keys_of(fid, arg):
+                        keys = self._registered_keys(fid, arg) if mutation.of_module_buffers else self.keys_of(fid, arg)
+                        for key in keys:
                             how = mutation.how if mutation.entry_fid else \
                                 f"{mutation.how} on parameter `{param}` of {self.project.label(target)}"
                             out.setdefault(key, []).append(mutation._replace(

@@ -71,6 +71,8 @@ class Provenance:
             return self.fresh(fid, expr[1], depth + 1)
         if tag == "t":
             return next((found for v in expr[1] if (found := self.fresh(fid, v, depth + 1))), None)
+        if tag == "m":  # a comprehension of new tensors
+            return self.fresh(fid, expr[1], depth + 1)
         if tag == "u":
             return self._element(fid, expr[1], expr[2], depth + 1)
         return None
@@ -80,6 +82,8 @@ class Provenance:
             return None
         if value[0] == "t":
             return self.fresh(fid, value[1][index], depth + 1) if index < len(value[1]) else None
+        if value[0] == "m":
+            return self.fresh(fid, value[1], depth + 1)
         if value[0] == "c":
             for target in self._targets(fid, value[1]):
                 for ret in self.project.function(target)["rets"]:

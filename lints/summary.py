@@ -16,6 +16,7 @@ Expressions are kept in a small tagged form, enough to follow names, calls and c
     ["s", e]                 ``e[...]`` (the indexed value)
     ["a", e, "attr"]         ``e.attr`` where ``e`` is not a dotted name (``f().attr``)
     ["t", [e, ...]]          a tuple display ``(e, ...)`` (a starred element is ``["?"]``)
+    ["m", e]                 a list, set or generator comprehension of ``e`` (``[torch.empty(n) for _ in r]``)
     ["u", e, i]              element ``i`` of ``e`` unpacked (``a, b = e``; ``for a, b in e``: of ``["s", e]``)
     ["f"]                    a new object computed here that holds no other (``a + b``, ``-a``, ``a < b``)
     ["?"]                    anything else
@@ -31,7 +32,7 @@ from typing import Iterable, Iterator, Optional
 from .sources import source_lines
 from .names import NOTABLE_CALL_LEAVES
 
-SCHEMA = 10
+SCHEMA = 11
 MODULE_SCOPE = "<module>"
 _UNKNOWN = ["?"]
 _FRESH = ["f"]
@@ -187,6 +188,16 @@ class _Summarizer:
             return value
         if kind is ast.Await:
             return self.expr(node.value, scope)
+        if kind is ast.ListComp or kind is ast.SetComp or kind is ast.GeneratorExp:
+            for gen in node.generators:
+                iterated = self.expr(gen.iter, scope)
+                if isinstance(gen.target, ast.Name):
+                    scope.data["assigns"].append(self._fact(["n", gen.target.id], iterated, None, gen.target, scope))
+                else:
+                    self.walk_expr(gen.target, scope)
+                for test in gen.ifs:
+                    self.walk_expr(test, scope)
+            return ["m", self.expr(node.elt, scope)]
         if kind is ast.Tuple and isinstance(node.ctx, ast.Load):
             elements = []
             for element in node.elts:

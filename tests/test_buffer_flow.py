@@ -127,6 +127,18 @@ SHAPES = {
             "        for out, src in zip(self._ws, (x, x * 2)):\n"
             "            torch.add(src, 1, out=out.narrow(0, 0, n))\n"),
     },
+    # the same built by a comprehension (lmdeploy's workspaces)
+    "comprehension-zip-out": {
+        "engine/runner.py": _runner(
+            "class Runner:\n"
+            "    def __init__(self):\n"
+            "        self._ws = None\n",
+            "        if self._ws is None:\n"
+            "            self._ws = tuple(x.new_empty(8) for _ in range(2))  # expect: GM202:13\n"
+            "        n = x.shape[0]\n"
+            "        for out, src in zip(self._ws, (x, x * 2)):\n"
+            "            torch.add(src, 1, out=out.narrow(0, 0, n))\n"),
+    },
     # a module-level list grown with .append under a check of its length
     "append": {
         "engine/buffers.py":
@@ -187,6 +199,27 @@ SHAPES = {
             "        if self.rope is None:\n"
             "            self.rope = Rope(8)\n"
             "        self.rope.update(x)\n"),
+    },
+    # a registered buffer updated through `named_buffers()`, in another module
+    "named-buffers": {
+        "engine/rope.py":
+            "import torch\n"
+            "class Rope(torch.nn.Module):\n"
+            "    def __init__(self, n):\n"
+            "        super().__init__()\n"
+            "        self.register_buffer('cos', torch.zeros(n))  # expect: GM202:9\n",
+        "engine/loading.py":
+            "def load_buffer(model, name, value):\n"
+            "    dict(model.named_buffers())[name][: value.shape[0]] = value\n",
+        "engine/runner.py": _runner(
+            "from engine.loading import load_buffer\n"
+            "from engine.rope import Rope\n"
+            "class Runner:\n"
+            "    def __init__(self):\n"
+            "        self.rope = None\n",
+            "        if self.rope is None:\n"
+            "            self.rope = Rope(8)\n"
+            "        load_buffer(self.rope, 'cos', x)\n"),
     },
 }
 

@@ -133,6 +133,15 @@ class LazyBufferMutatedInPlace(Rule):
         "            self.g[i] = v\n"
         "        else:\n"
         "            pass\n",
+        # a second buffer built under the check of the first (vLLM's `_cu_2_q` and `_cu_2_k`)
+        "import torch\n"
+        "class Attn:\n"
+        "    def forward(self, q, k):\n"
+        "        if not hasattr(self, '_cu_q'):\n"
+        "            self._cu_q = torch.zeros(2)  # expect: GM201:13\n"
+        "            self._cu_k = torch.zeros(2)  # expect: GM201:13\n"
+        "        self._cu_q[1:2] = q\n"
+        "        self._cu_k[1:2] = k\n",
         # a pool filled under a check that finds it empty, then updated in place
         "import torch\n"
         "class Ring:\n"
@@ -142,6 +151,14 @@ class LazyBufferMutatedInPlace(Rule):
         "        self.pool[0].add_(x)\n",
     )
     VALID = (
+        # beside a lazy buffer, under its check, a store of something new each call is no buffer of the first's
+        "import torch\n"
+        "class Attn:\n"
+        "    def forward(self, q, k):\n"
+        "        if self._cu_q is None:\n"
+        "            self._cu_q = torch.zeros(2)\n"
+        "            self.calls = 0\n"
+        "        self.calls += 1\n",
         # appended to under a check that finds the list there (a feature switch), not one that finds it
         # empty: each call adds a new tensor, no kept buffer of the first call's
         "import torch\n"
