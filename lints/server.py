@@ -374,7 +374,15 @@ def create_server(args: argparse.Namespace):
         def changed(self) -> None:
             """Something the analysis reads changed: a run after the debounce, if nothing newer comes."""
             self.generation += 1
-            asyncio.ensure_future(self.run_later(self.generation))
+            asyncio.ensure_future(self.run_later(self.generation)).add_done_callback(self.failed)
+
+        def failed(self, task: asyncio.Future) -> None:
+            """A run that raised past its own handlers (a bug of ours): logged, the session goes on."""
+            if not task.cancelled() and task.exception() is not None:
+                error = task.exception()
+                self.log("gradmode-lint: internal error (a bug in gradmode-lint):\n"
+                         + "".join(traceback.format_exception(type(error), error, error.__traceback__)),
+                         lsp.MessageType.Error)
 
         async def run_later(self, generation: int) -> None:
             await asyncio.sleep(self.debounce)
@@ -549,9 +557,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"gradmode-lint: error: the language server needs pygls and lsprotocol ({exc}): "
               "pip install 'gradmode-lint[server]'", file=sys.stderr)
         return EXIT_ERROR
-    # stdout is the protocol's: whatever else writes there (a print, a worker process) goes to stderr
-    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    # stdin and stdout are the protocol's, on file objects of their own: whatever else writes to stdout
+    # (a print, a worker process) goes to stderr, and sys.stdin is /dev/null. A worker process forked
+    # while pygls' reader thread waits on sys.stdin would hang closing it (multiprocessing closes the
+    # child's sys.stdin, whose lock that thread holds).
+    protocol_in = os.fdopen(os.dup(sys.stdin.fileno()), "rb")  # buffered: read(n) returns n bytes
+    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")  # pygls flushes each message
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, sys.stdin.fileno())
+    os.close(null)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    sys.stdout = sys.stderr
-    server.start_io(sys.stdin.buffer, protocol_out)
+    sys.stdin, sys.stdout = open(os.devnull, encoding="utf-8"), sys.stderr
+    server.start_io(protocol_in, protocol_out)
     return 0

@@ -1,0 +1,120 @@
+"""The language server's latency: a one-line ``didChange`` to the ``publishDiagnostics`` of that file.
+
+    python bench/server_latency.py                      # sglang 0.5.23 (fetched as bench/corpus.py does)
+    python bench/server_latency.py --tree DIR --file DIR/pkg/model.py [--edits 20] [--debounce 0.05]
+
+Starts ``python -m lints server`` on the tree (a pygls client over stdio, as an editor), opens one
+model file and waits for the first analysis to be published, then sends ``--edits`` one-line edits
+of that file (a comment line added at the top, one more each time, unsaved) and times each from the
+``didChange`` to the diagnostics of that file for that version. Prints the first analysis' time,
+the median and the max of the edits, and the server's own analysis times from its log. The time
+includes the server's debounce (``--debounce``, the server's default unless given).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+DEFAULT_CORPUS = "sglang-0.5.23"
+DEFAULT_FILE = "srt/models/llama.py"  # under the package folder
+
+
+async def measure(tree: Path, path: Path, edits: int, debounce: float | None, timeout: float) -> int:
+    from lsprotocol import types as lsp
+    from pygls.lsp.client import BaseLanguageClient
+
+    client = BaseLanguageClient("server-latency", "1")
+    published: list[tuple[float, str, int | None, int]] = []
+    logs: list[str] = []
+    arrived = asyncio.Event()
+
+    @client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    def on_diagnostics(params: lsp.PublishDiagnosticsParams) -> None:
+        published.append((time.perf_counter(), params.uri, params.version, len(params.diagnostics)))
+        arrived.set()
+
+    @client.feature(lsp.WINDOW_LOG_MESSAGE)
+    def on_log(params: lsp.LogMessageParams) -> None:
+        logs.append(params.message)
+
+    async def wait_for(uri: str, version: int) -> float:
+        while True:
+            for at, got, got_version, _ in published:
+                if got == uri and got_version == version:
+                    return at
+            arrived.clear()
+            await asyncio.wait_for(arrived.wait(), timeout)
+
+    command = [sys.executable, "-m", "lints", "server"] + (["--debounce", str(debounce)] if debounce is not None else [])
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    await client.start_io(*command, env=env)
+    forward = asyncio.create_task(_forward(client._server.stderr))  # unread, the pipe would fill and block it
+    uri = path.as_uri()
+    text = path.read_text(encoding="utf-8")
+    started = time.perf_counter()
+    await client.initialize_async(lsp.InitializeParams(
+        capabilities=lsp.ClientCapabilities(), root_uri=tree.as_uri(),
+        workspace_folders=[lsp.WorkspaceFolder(uri=tree.as_uri(), name=tree.name)]))
+    client.initialized(lsp.InitializedParams())
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+        lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    first = await wait_for(uri, 1) - started
+    print(f"first analysis published after {first:.1f} s (cold: every file summarised, in memory)", flush=True)
+    times = []
+    for n in range(1, edits + 1):
+        text = f"# edit {n}\n" + text
+        sent = time.perf_counter()
+        client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=n + 1),
+            content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)]))
+        times.append(await wait_for(uri, n + 1) - sent)
+        print(f"  edit {n:2d}: {times[-1] * 1000:7.0f} ms", flush=True)
+    findings = [count for _, got, version, count in published if got == uri and version == edits + 1]
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    forward.cancel()
+    analysed = [line for line in logs if "analysed in" in line]
+    print(f"file: {path.relative_to(tree)} ({findings[0] if findings else '?'} diagnostic(s) in it), "
+          f"{len({u for _, u, _, _ in published})} file(s) with diagnostics published")
+    print(f"server log, last run: {analysed[-1] if analysed else '(none)'}")
+    print(f"didChange -> publishDiagnostics over {edits} one-line edits: median {statistics.median(times) * 1000:.0f} ms, "
+          f"max {max(times) * 1000:.0f} ms, min {min(times) * 1000:.0f} ms")
+    return 0
+
+
+async def _forward(stream) -> None:
+    while line := await stream.readline():
+        sys.stderr.write("server: " + line.decode("utf-8", "replace"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tree", type=Path, help=f"the workspace folder (default: {DEFAULT_CORPUS}'s corpus folder)")
+    parser.add_argument("--file", type=Path, help=f"the file to edit (default: {DEFAULT_FILE} of the package)")
+    parser.add_argument("--edits", type=int, default=20)
+    parser.add_argument("--debounce", type=float, default=None, help="the server's --debounce (default: its own)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for one publication")
+    args = parser.parse_args()
+    if args.tree is None:
+        from corpus import ensure, project_dir
+
+        package = ensure(DEFAULT_CORPUS)
+        args.tree = project_dir(DEFAULT_CORPUS)
+        args.file = args.file or package / DEFAULT_FILE
+    if args.file is None:
+        parser.error("--file is needed with --tree")
+    tree, path = args.tree.resolve(), args.file.resolve()
+    return asyncio.run(measure(tree, path, args.edits, args.debounce, args.timeout))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
