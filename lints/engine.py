@@ -16,11 +16,11 @@ from .gitignore import forget as forget_ignore_files
 from .gc_pause import collector_paused
 from .loose_files import loose_entries, loose_project
 from .model import FileError, Finding, finding_from_dict
+from .module_names import import_root, module_name_for
 from .noqa import without_suppressed
 from .options import Config
 from .project_roots import ProjectLocator, excluded_from_here, is_own_project, package_only
 from .sources import MAX_FILE_BYTES, read_source, text_reader
-from .summary import import_root, module_name_for
 from .summary_cache import CACHE_FORMAT, SummaryCache, cache_folder
 from .summary_jobs import ProjectFile, collect_summaries, content_key, text_key
 from .walk import discover, excluded_below

@@ -22,8 +22,8 @@ from typing import NamedTuple, Optional
 from .callgraph import CallGraph, Edge
 from .project import Project
 from .regions import ENABLE_GRAD, INFERENCE, INFERENCE_OFF, NO_GRAD, PARAM_MODE, Mode, Regions
-from .summary import (C_FUNC, C_GUARD, C_WITH, D_LINE, G_NAMES, G_PARENT, MODULE_SCOPE, W_LINE,
-                      callee_leaf, enclosing_withs)
+from .summary_records import (C_FUNC, C_GUARD, C_WITH, D_LINE, G_NAMES, G_PARENT, MODULE_SCOPE, W_LINE, callee_leaf,
+                              enclosing_withs)
 
 ON, OFF, UNKNOWN = "on", "off", "unknown"
 # entry-grad-mode values and the state each gives

@@ -29,7 +29,7 @@ import sysconfig
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Optional
 
-from .summary import MODULE_SCOPE
+from .summary_records import MODULE_SCOPE
 from .writes import write_new_file
 
 # Libraries whose facts the tool models itself (torch), or that hold no torch tensors or kernels

@@ -7,8 +7,9 @@ import os
 import re
 
 from .model import FileError
+from .module_names import module_name_for, relative_import_base
 from .sources import SourceFile, read_source, source_from_text
-from .summary import module_name_for, parse_quietly, relative_import_base
+from .summary import parse_quietly
 from .summary_jobs import ProjectFile, content_key, text_key
 
 

@@ -11,7 +11,7 @@ from typing import Iterable, Iterator, NamedTuple, Optional
 
 from . import names
 
-from .summary import A_OP, A_TARGET, A_VALUE, C_ARGS, C_FUNC, MODULE_SCOPE, R_VALUE, R_YIELD, method_call
+from .summary_records import A_OP, A_TARGET, A_VALUE, C_ARGS, C_FUNC, MODULE_SCOPE, R_VALUE, R_YIELD, method_call
 
 # What a name may denote.
 FUNC, CLASS, MODULE, EXTERNAL, INSTANCE, LOCAL, PARAM, GLOBAL, FIELD = (

@@ -23,7 +23,7 @@ from . import names
 from .callgraph import CallGraph
 from .project import CLASS, EXTERNAL, FUNC, LOCAL, PARAM, Project
 from .regions import Regions
-from .summary import A_OP, A_TARGET, A_VALUE, C_ARGS, C_FUNC, C_KWARGS, C_LINE, R_VALUE, R_YIELD, callee_leaf, \
+from .summary_records import A_OP, A_TARGET, A_VALUE, C_ARGS, C_FUNC, C_KWARGS, C_LINE, R_VALUE, R_YIELD, callee_leaf, \
     method_call
 
 # Methods that give a new tensor (a copy) of their receiver.

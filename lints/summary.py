@@ -3,91 +3,32 @@
 A summary is built from CPython's ``ast`` in one walk (about ten times faster than libcst);
 rules and the project analysis read only summaries, and libcst is used only to rewrite the
 files that have fixes. Every position is ``(line, column)`` with 1-based lines and 0-based
-columns counted in characters, as libcst and flake8 count them.
-
-Expressions are kept in a small tagged form, enough to follow names, calls and context objects:
-
-    ["n", "a.b.c"]           a dotted name (``getattr(torch, "inference_mode")`` is ``torch.inference_mode``)
-    ["c", i]                 the result of call ``i`` of the same function (see ``calls``)
-    ["b", [e, ...]]          ``e or ...`` / ``e and ...``
-    ["i", body, orelse]      ``body if test else orelse``
-    ["k", value]             a constant (bool, None, int, float, str; None for one JSON cannot give back)
-    ["l", body]              ``lambda: body``
-    ["s", e]                 ``e[...]`` (the indexed value)
-    ["a", e, "attr"]         ``e.attr`` where ``e`` is not a dotted name (``f().attr``)
-    ["t", [e, ...]]          a tuple display ``(e, ...)`` (a starred element is ``["?"]``)
-    ["m", e]                 a list, set or generator comprehension of ``e`` (``[torch.empty(n) for _ in r]``)
-    ["u", e, i]              element ``i`` of ``e`` unpacked (``a, b = e``; ``for a, b in e``: of ``["s", e]``)
-    ["f"]                    a new object computed here that holds no other (``a + b``, ``-a``, ``a < b``)
-    ["?"]                    anything else
+columns counted in characters, as libcst and flake8 count them. The records' layouts and the
+tagged form of expressions are in ``lints/summary_records.py``.
 """
 from __future__ import annotations
 
 import ast
-import os
 import re
 import warnings
 from typing import Iterable, Iterator, Optional
 
-from .sources import source_lines
+from .module_names import relative_import_base
 from .names import NOTABLE_CALL_LEAVES
+from .sources import source_lines
+from .summary_records import C_ARGS, MODULE_SCOPE, SCHEMA, W_BARE_CALLS, W_END, W_INNER, callee_leaf
+# lints/buffers.py still imports these from here; its import line is left to whoever edits it (move it to
+# .summary_records, then drop this).
+from .summary_records import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_COL,  # noqa: F401
+                              C_FUNC, C_GUARD, C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT,
+                              G_PRESENT, R_COL, R_LINE, R_VALUE, R_WITH, R_YIELD, I_EXPR, W_ITEMS, enclosing_withs,
+                              method_call)
 
-SCHEMA = 11
-MODULE_SCOPE = "<module>"
 _UNKNOWN = ["?"]
 _FRESH = ["f"]
 # Expressions whose value is always a new object that holds no other (on tensors too: `b + x` allocates,
 # `b += x` does not). Not `+b` (a tensor gives itself back), nor displays (`[b]` holds b).
 _FRESH_KINDS = frozenset({ast.BinOp, ast.Compare, ast.JoinedStr})
-
-# Records are positional lists (summaries of a large tree are tens of MB of JSON).
-# call:      [func, args, kwargs, line, col, with, guard]
-C_FUNC, C_ARGS, C_KWARGS, C_LINE, C_COL, C_WITH, C_GUARD = range(7)
-# assign:    [target, value, op, line, col, with, guard]   (op: None, "with", or an AugAssign operator)
-A_TARGET, A_VALUE, A_OP, A_LINE, A_COL, A_WITH, A_GUARD = range(7)
-# return:    [value, line, col, with, is_yield]
-R_VALUE, R_LINE, R_COL, R_WITH, R_YIELD = range(5)
-# with:      [line, col, items, parent, is_enter_context, end_line, statements, bare_calls, inner_withs]
-#            (statements of the body; calls that are whole statements of it; withs that are statements of it)
-W_LINE, W_COL, W_ITEMS, W_PARENT, W_ENTER, W_END, W_STATEMENTS, W_BARE_CALLS, W_INNER = range(9)
-# item:      [expr, line, col, has_as]
-I_EXPR, I_LINE, I_COL, I_AS = range(4)
-# guard (an if-branch): [names in the test, parent, in_orelse, line, names the test finds present]
-# (present: every mention of the name is `x is not None`, `x` truthy, `k in x`, `hasattr(x, ...)`, each
-# under an even number of `not`s; the body of `if self._pool is not None:` runs where the pool exists)
-G_NAMES, G_PARENT, G_ORELSE, G_LINE, G_PRESENT = range(5)
-# decorator: [expr, line, col]
-D_EXPR, D_LINE, D_COL = range(3)
-# A function's "blocks": [first line, last line] of each body of a loop, a try (its handlers, else and
-# finally too) and a match case, which may run without the code before or after it (if-branches are
-# guards and with-bodies are withs).
-# A function's "notable": the indices of its calls whose callee's name ends in a word of
-# ``names.NOTABLE_CALL_LEAVES`` (``f().new_empty(...)`` included), in order.
-
-
-def import_root(project_root: str) -> str:
-    """The folder imports are relative to: above the project root while it is itself a package."""
-    root = os.path.abspath(project_root)
-    while os.path.isfile(os.path.join(root, "__init__.py")):
-        parent = os.path.dirname(root)
-        if parent == root:
-            break
-        root = parent
-    return root
-
-
-def module_name_for(path: str, root: str) -> tuple[str, bool]:
-    """Dotted module name of ``path`` relative to the import root ``root``, and whether it is a package.
-
-    Folders without ``__init__.py`` count as namespace packages, as Python treats them.
-    """
-    relative = os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
-    if relative.startswith("../"):
-        relative = os.path.basename(path)
-    parts = relative[:-3].split("/") if relative.endswith(".py") else relative.split("/")
-    if parts[-1] == "__init__":
-        return ".".join(parts[:-1]) or "__init__", True
-    return ".".join(parts), False
 
 
 class _Scope:
@@ -639,16 +580,6 @@ def _summarize(statements: Iterable[ast.stmt], text: str, path: str, module: str
             "functions": worker.functions, "classes": worker.classes, "star": worker.star_imports}
 
 
-def relative_import_base(module: str, is_package: bool, level: int) -> list[str]:
-    """The package ``from <level dots>... import`` starts from inside ``module``, as parts ([] for an
-    absolute import, or for one reaching above the top package: Python refuses it)."""
-    if not level:
-        return []
-    parts = module.split(".")
-    base = parts if is_package else parts[:-1]
-    return base[:len(base) - (level - 1)] if level - 1 <= len(base) else []
-
-
 def parse_quietly(text: str, path: str) -> ast.Module:
     """``ast.parse``, without the warnings the user's own code raises (invalid escapes)."""
     with warnings.catch_warnings():
@@ -689,28 +620,3 @@ def _chunked_statements(text: str, path: str) -> Iterator[ast.stmt]:
         line += text.count("\n", begin, end)
         yield from tree.body
         del tree  # one chunk's syntax tree alive at a time
-
-
-def callee_leaf(func: list) -> str:
-    """The last part of the name a call's callee is spelt with (``a.b.f`` and ``g().f``: ``f``); "" if none."""
-    return func[1].rpartition(".")[2] if func[0] == "n" else func[2] if func[0] == "a" else ""
-
-
-def enclosing_withs(fn: dict, with_index: int) -> Iterator[int]:
-    """``with_index`` and the withs around it, innermost first (none for -1)."""
-    withs = fn["withs"]
-    while with_index >= 0:
-        yield with_index
-        with_index = withs[with_index][W_PARENT]
-
-
-def method_call(func: list) -> tuple[Optional[list], str]:
-    """A callee spelt ``receiver.method`` (``a.b.f`` or ``g().f``) as its receiver's tagged form and
-    the method's name; ``(None, "")`` for a bare name or anything else."""
-    if func[0] == "a":
-        return func[1], func[2]
-    if func[0] == "n" and "." in func[1]:
-        receiver, _, method = func[1].rpartition(".")
-        return ["n", receiver], method
-    return None, ""
-

@@ -18,7 +18,7 @@ from .gc_pause import collector_paused
 from .gitignore import rules_at
 from .model import FileError, Finding
 from .sources import read_regular_bytes
-from .summary import SCHEMA
+from .summary_records import SCHEMA
 from .walk import discover
 from .warn import warn
 

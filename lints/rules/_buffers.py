@@ -6,7 +6,7 @@ from typing import Optional
 from ..analysis import ProjectAnalysis
 from ..buffers import Allocation, Mutation
 from ..provenance import CONSTRUCTORS
-from ..summary import G_PARENT
+from ..summary_records import G_PARENT
 
 
 def lazy_buffers(analysis: ProjectAnalysis) -> list[tuple[Allocation, list[Mutation]]]:

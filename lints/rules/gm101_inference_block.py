@@ -6,7 +6,7 @@ from ..analysis import ProjectAnalysis
 from ..model import Finding, Fix
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
-from ..summary import I_AS, I_COL, I_LINE, W_COL, W_ITEMS, W_LINE
+from ..summary_records import I_AS, I_COL, I_LINE, W_COL, W_ITEMS, W_LINE
 from ._warm import mismatched_warm_functions, warm_switches, where
 
 

@@ -6,7 +6,7 @@ from ..analysis import ProjectAnalysis
 from ..model import Finding, Fix
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
-from ..summary import D_COL, D_LINE
+from ..summary_records import D_COL, D_LINE
 from ._warm import mismatched_warm_functions, warm_switches, where
 
 

@@ -8,8 +8,8 @@ from ..model import Finding, Fix
 from ..globs import name_match
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
-from ..summary import (C_COL, C_FUNC, C_LINE, C_WITH, D_COL, D_LINE, I_AS, I_COL, I_LINE, W_BARE_CALLS, W_COL,
-                       W_ENTER, W_INNER, W_ITEMS, W_LINE, W_PARENT, W_STATEMENTS, callee_leaf)
+from ..summary_records import (C_COL, C_FUNC, C_LINE, C_WITH, D_COL, D_LINE, I_AS, I_COL, I_LINE, W_BARE_CALLS, W_COL,
+                               W_ENTER, W_INNER, W_ITEMS, W_LINE, W_PARENT, W_STATEMENTS, callee_leaf)
 
 
 class WarmPathCalledUnderInferenceMode(Rule):

@@ -7,7 +7,7 @@ from ..gradmodes import OFF, ON
 from ..model import Finding, Fix
 from ..regions import INFERENCE
 from ..rule import Rule
-from ..summary import C_WITH
+from ..summary_records import C_WITH
 
 
 # A runner whose warmup and serving run under inference mode, and its capture with no grad-mode context.

@@ -4,7 +4,7 @@ from typing import Iterator, Optional
 
 from ..analysis import ProjectAnalysis
 from ..buffers import Allocation, Mutation
-from ..summary import C_COL, C_LINE, W_COL, W_LINE
+from ..summary_records import C_COL, C_LINE, W_COL, W_LINE
 from ..model import Finding
 from ..gradmodes import OFF, ON, GradModes, Origin
 from ..rule import Rule

@@ -1,0 +1,40 @@
+"""Module names: the folder imports are relative to, a file's dotted module name, the package a
+relative import starts from."""
+from __future__ import annotations
+
+import os
+
+
+def import_root(project_root: str) -> str:
+    """The folder imports are relative to: above the project root while it is itself a package."""
+    root = os.path.abspath(project_root)
+    while os.path.isfile(os.path.join(root, "__init__.py")):
+        parent = os.path.dirname(root)
+        if parent == root:
+            break
+        root = parent
+    return root
+
+
+def module_name_for(path: str, root: str) -> tuple[str, bool]:
+    """Dotted module name of ``path`` relative to the import root ``root``, and whether it is a package.
+
+    Folders without ``__init__.py`` count as namespace packages, as Python treats them.
+    """
+    relative = os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
+    if relative.startswith("../"):
+        relative = os.path.basename(path)
+    parts = relative[:-3].split("/") if relative.endswith(".py") else relative.split("/")
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]) or "__init__", True
+    return ".".join(parts), False
+
+
+def relative_import_base(module: str, is_package: bool, level: int) -> list[str]:
+    """The package ``from <level dots>... import`` starts from inside ``module``, as parts ([] for an
+    absolute import, or for one reaching above the top package: Python refuses it)."""
+    if not level:
+        return []
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]
+    return base[:len(base) - (level - 1)] if level - 1 <= len(base) else []
