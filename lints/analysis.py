@@ -14,10 +14,11 @@ from .callgraph import CallGraph
 from .gradmodes import ENTRY_STATES, ON, GradModes
 from .options import Config
 from .phases import Phases
-from .project import EXTERNAL, Project
+from .project import Project
 from .regions import INFERENCE, NO_GRAD, Mode, Regions
 from .summary_records import (C_ARGS, C_COL, C_FUNC, C_KWARGS, C_LINE, C_WITH, D_COL, D_EXPR, D_LINE, I_COL, I_EXPR,
                               I_LINE, R_WITH, R_YIELD, W_ENTER, W_ITEMS, W_LINE, enclosing_withs)
+from .symbols import EXTERNAL
 
 
 class ServingMode(NamedTuple):

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from .project import CLASS, FUNC, INSTANCE, LOCAL, Project, fid_of
+from .project import Project
 from .summary_records import C_ARGS, C_FUNC, C_KWARGS, C_LINE, D_EXPR, callee_leaf
+from .symbols import CLASS, FUNC, INSTANCE, LOCAL, fid_of
 
 _GENERIC_METHODS = frozenset({"forward", "__call__", "__init__", "run", "apply", "get", "update", "step",
                               "execute", "call", "process", "build", "setup", "init", "reset", "close"})

@@ -22,9 +22,10 @@ from . import names
 from .callgraph import CallGraph
 from .globs import name_match, path_match, relative_to
 from .options import LOADING_PATTERNS, Config
-from .project import EXTERNAL, Project
+from .project import Project
 from .regions import INFERENCE, Regions
 from .summary_records import C_FUNC, C_LINE, D_LINE, MODULE_SCOPE, R_VALUE, W_LINE, callee_leaf, enclosing_withs
+from .symbols import EXTERNAL
 
 WARM, SERVING, ENTRY = "warm", "serving", "entry"
 # Calls that do no work a grad mode matters to: a warm-named function making only these (arithmetic over

@@ -21,10 +21,11 @@ from typing import Optional
 
 from . import names
 from .callgraph import CallGraph
-from .project import CLASS, EXTERNAL, FUNC, LOCAL, PARAM, Project
+from .project import Project
 from .regions import Regions
 from .summary_records import A_OP, A_TARGET, A_VALUE, C_ARGS, C_FUNC, C_KWARGS, C_LINE, R_VALUE, R_YIELD, callee_leaf, \
     method_call
+from .symbols import CLASS, EXTERNAL, FUNC, LOCAL, PARAM
 
 # Methods that give a new tensor (a copy) of their receiver.
 COPYING_METHODS = frozenset({"clone", "to", "cuda", "cpu", "contiguous", "pin_memory", "float", "half", "bfloat16",

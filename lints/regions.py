@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from . import names
-from .project import EXTERNAL, FUNC, GLOBAL, LOCAL, PARAM, Project
+from .project import Project
 from .summary_records import (MODULE_SCOPE, C_ARGS, C_FUNC, C_KWARGS, C_LINE, C_WITH, D_EXPR, I_EXPR, R_VALUE, R_WITH,
                               R_YIELD, W_ITEMS, callee_leaf, enclosing_withs)
+from .symbols import EXTERNAL, FUNC, GLOBAL, LOCAL, PARAM
 
 INFERENCE, INFERENCE_OFF, NO_GRAD, ENABLE_GRAD, UNKNOWN, PARAM_MODE = (
     "inference_mode", "inference_off", "no_grad", "enable_grad", "unknown", "param")
