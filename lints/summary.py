@@ -17,12 +17,6 @@ from .module_names import relative_import_base
 from .names import NOTABLE_CALL_LEAVES
 from .sources import source_lines
 from .summary_records import C_ARGS, MODULE_SCOPE, SCHEMA, W_BARE_CALLS, W_END, W_INNER, callee_leaf
-# lints/buffers.py still imports these from here; its import line is left to whoever edits it (move it to
-# .summary_records, then drop this).
-from .summary_records import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_COL,  # noqa: F401
-                              C_FUNC, C_GUARD, C_KWARGS, C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT,
-                              G_PRESENT, R_COL, R_LINE, R_VALUE, R_WITH, R_YIELD, I_EXPR, W_ITEMS, enclosing_withs,
-                              method_call)
 
 _UNKNOWN = ["?"]
 _FRESH = ["f"]

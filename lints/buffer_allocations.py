@@ -1,0 +1,283 @@
+"""Where a new tensor is kept: a lazily allocated buffer (stored under a check of the place it goes to:
+``if self._buf is None``, a size test, ``hasattr``, a dict-cache miss, into a field, a module global, a dict
+or list, or returned by a ``functools.cache`` getter), or an eager one (built in a constructor, registered,
+or a kept tensor rebound to a copy of itself). The grad mode of the call that allocates it decides for good
+whether it is an inference tensor. ``buffer_flow`` follows the buffers from here, ``buffers`` finds where
+they are updated in place.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from . import names
+from .callgraph import CallGraph
+from .project import Project
+from .provenance import CONSTRUCTORS, COPYING_METHODS, Provenance
+from .regions import Regions
+from .summary_records import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
+                              C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, G_PRESENT, MODULE_SCOPE, R_COL,
+                              R_LINE, R_VALUE, R_WITH, R_YIELD, callee_leaf, method_call)
+from .symbols import EXTERNAL, FIELD, GLOBAL
+
+
+class BufferKey(NamedTuple):
+    kind: str  # "attr" | "global" | "getter"
+    owner: str  # class id, module name, or getter fid
+    name: str
+
+    def text(self) -> str:
+        if self.kind == "attr":  # `Class.attr`: the buffer may be reached through another object
+            return f"{self.owner.rsplit(':', 1)[-1]}.{self.name}"
+        if self.kind == "getter":
+            return f"{self.name}()"
+        return self.name
+
+
+class Allocation(NamedTuple):
+    key: BufferKey
+    fid: str
+    line: int
+    col: int
+    with_index: int
+    guard: int  # the if-branch that makes it lazy (-1 for cached getters)
+    why_lazy: str
+    dict_cache: bool  # stored into a container (a dict cache, a pool list)
+    lazy: bool = True  # under a check of what it is stored into; else eager (a constructor, a plain store)
+
+
+_CONTAINER_INSERTS = frozenset({"append", "setdefault", "insert", "add"})
+
+
+class BufferAllocations:
+    """The kept allocations of a project (``allocations``), and what they need to know of functions."""
+
+    def __init__(self, project: Project, graph: CallGraph, regions: Regions) -> None:
+        self.project = project
+        self.graph = graph
+        self.regions = regions
+        self._registered_names: dict[str, set[str]] = {}  # module class -> its `register_buffer` names
+        # lazy buffers are allocated from nothing; a kept tensor rebound to a copy of itself is one too (eager)
+        self.provenance = Provenance(project, graph, regions, copies=False)
+        self._copies = Provenance(project, graph, regions, copies=True)
+        self.allocations = self._find_allocations()
+
+    # allocations -------------------------------------------------------------------
+    def _guarded(self, fn: dict, guard: int, texts: set[str]) -> Optional[str]:
+        guards = fn["guards"]
+        while guard >= 0:
+            record = guards[guard]
+            if not record[G_ORELSE]:
+                for name in record[G_NAMES]:
+                    for text in texts:
+                        # not a test that finds it there (`if self._pool is not None: self._pool.append(...)`)
+                        if text in record[G_PRESENT]:
+                            continue
+                        if name == text or name.startswith(text + ".") or name == f"'{text.rsplit('.', 1)[-1]}'":
+                            return text
+            guard = record[G_PARENT]
+        return None
+
+    def _store_key(self, fid: str, target: list) -> Optional[tuple[BufferKey, bool]]:
+        """The buffer a store target names: ``self.x``, a global, or a dict cache ``self._c[k]``."""
+        dict_store = target[0] == "s"
+        if dict_store:
+            target = target[1]
+        if target[0] != "n":
+            return None
+        symbol = self.project.resolve(fid, target[1])
+        if symbol is None:
+            return None
+        if symbol.kind == FIELD and "." not in symbol.name:
+            return BufferKey("attr", symbol.target, symbol.name), dict_store
+        if symbol.kind == GLOBAL and "." not in symbol.name:
+            return BufferKey("global", symbol.target, symbol.name), dict_store
+        return None
+
+    def _find_allocations(self) -> list[Allocation]:
+        """Every store of a new tensor (see ``provenance``) into a kept place: a field, a module global, an
+        item of a dict or list kept in one, or the return of a cached getter. Lazy where a guard checks the
+        place first (``if self._buf is None``); eager in a constructor or a plain store (``self.h = h.to(d)``)."""
+        project = self.project
+        found: list[Allocation] = []
+        for fid, (summary, fn) in project.functions.items():
+            if self._cached_getter(fid):
+                for ret in fn["rets"]:
+                    if not ret[R_YIELD] and self.provenance.fresh(fid, ret[R_VALUE]):
+                        found.append(Allocation(BufferKey("getter", fid, fn["qual"]), fid, ret[R_LINE], ret[R_COL],
+                                                ret[R_WITH], -1, f"returned by cached getter `{fn['qual']}()`", False))
+                        break
+                continue
+            local_allocs: dict[str, list] = {}
+            siblings: list[tuple[list, str]] = []  # stores under a guard that checks another place
+            lazy_guards: dict[int, str] = {}  # guard -> the place it checks, for the lazy stores under it
+            # locals stored somewhere as they are (`self._c[k] = buf`): the only ones whose provenance matters
+            stored_locals = {fact[A_VALUE][1] for fact in fn["assigns"] if fact[A_OP] is None
+                             and fact[A_VALUE][0] == "n" and "." not in fact[A_VALUE][1]
+                             and (fact[A_TARGET][0] == "s" or "." in fact[A_TARGET][1])}
+            for fact in fn["assigns"]:
+                target = fact[A_TARGET]
+                if fact[A_OP] is not None or target[0] not in "ns":
+                    continue
+                if target[0] == "n" and "." not in target[1] and target[1] not in fn["globals"] \
+                        and fn["qual"] != MODULE_SCOPE:
+                    if target[1] in stored_locals and self.provenance.fresh(fid, fact[A_VALUE]):
+                        local_allocs.setdefault(target[1], []).append(fact)
+                    continue
+                value = fact[A_VALUE]
+                if value[0] == "n" and "." not in value[1]:
+                    continue  # a local: `_stored_locals` follows it to where it was allocated
+                dict_store = target[0] == "s"
+                named = target[1] if dict_store else target
+                if named[0] != "n":
+                    continue
+                text = named[1]
+                lazy = self._guarded(fn, fact[A_GUARD], {text}) is not None
+                copy = not lazy and not dict_store and self._copy_of_itself(fid, value, text)
+                eager = not lazy and not dict_store and fn["name"] in CONSTRUCTORS
+                if not (lazy or eager or copy):
+                    if fact[A_GUARD] >= 0 and not dict_store:
+                        siblings.append((fact, text))
+                    continue  # before resolving the target: most stores are none of these
+                stored = self._store_key(fid, target)
+                if stored is None:
+                    continue
+                key, dict_store = stored
+                if not (self._copies.fresh(fid, value) if copy else self.provenance.fresh(fid, value)):
+                    continue  # the costly question last
+                if lazy:
+                    found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                                            f"allocated under a check of `{text}`", dict_store))
+                    lazy_guards.setdefault(fact[A_GUARD], text)
+                else:
+                    # eager: built with the object, or rebound to a copy of itself (`self.k = self.k.to(dtype)`);
+                    # not any store of a new tensor (a per-batch field set by each event loop), which would pair
+                    # the allocations of one loop with the updates of another that never runs beside it
+                    found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                                            self._eager_why(fid, fn, text), dict_store, lazy=False))
+            # `if not hasattr(self, "_cu_q"): self._cu_q = ...; self._cu_k = ...`: built once, with the place checked
+            for fact, text in siblings:
+                checked = lazy_guards.get(fact[A_GUARD])
+                if checked is None or checked == text:
+                    continue
+                stored = self._store_key(fid, fact[A_TARGET])
+                if stored is not None and self.provenance.fresh(fid, fact[A_VALUE]):
+                    found.append(Allocation(stored[0], fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                                            f"allocated with `{checked}`, under its check", False))
+            found.extend(self._appended(fid, fn))
+            if local_allocs:
+                found.extend(self._stored_locals(fid, fn, local_allocs))
+        return found
+
+    def _copy_of_itself(self, fid: str, value: list, text: str) -> bool:
+        if value[0] != "c":
+            return False
+        receiver, method = method_call(self.project.function(fid)["calls"][value[1]][C_FUNC])
+        return receiver == ["n", text] and method in COPYING_METHODS
+
+    def _eager_why(self, fid: str, fn: dict, text: str) -> str:
+        if fn["name"] in CONSTRUCTORS and fn["cls"]:
+            return f"`{text}` allocated when `{fn['cls']}` is built"
+        return f"`{text}` bound to a new tensor"
+
+    def _appended(self, fid: str, fn: dict) -> list[Allocation]:
+        """``BUFFERS.append(torch.empty(...))``, ``self._pool.setdefault(k, torch.empty(...))`` into a kept
+        list or dict (lazy under a check of that container)."""
+        out = []
+        for call in fn["calls"]:
+            leaf = callee_leaf(call[C_FUNC])
+            if leaf == "register_buffer":
+                out.extend(self._registered(fid, fn, call))
+                continue
+            if leaf not in _CONTAINER_INSERTS:
+                continue
+            receiver, method = method_call(call[C_FUNC])
+            if receiver is None or method not in _CONTAINER_INSERTS or receiver[0] != "n" or not call[C_ARGS]:
+                continue
+            value = call[C_ARGS][-1]
+            text = receiver[1]
+            # a list grown on every call holds each call's tensors: not one kept buffer
+            if self._guarded(fn, call[C_GUARD], {text}) is None:
+                continue
+            stored = self._store_key(fid, receiver)
+            if stored is None or not self.provenance.fresh(fid, value):
+                continue
+            key, _ = stored
+            out.append(Allocation(key, fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
+                                  f"allocated under a check of `{text}`", True))
+        return out
+
+    def _registered(self, fid: str, fn: dict, call: list) -> list[Allocation]:
+        """``self.register_buffer("cos", torch.zeros(n))``: the module's field ``cos``, built with it."""
+        args = call[C_ARGS]
+        owner = self.project.class_of(fid)
+        if (owner is None or call[C_FUNC] != ["n", "self.register_buffer"] or len(args) < 2 or args[0][0] != "k"
+                or not isinstance(args[0][1], str) or not self.provenance.fresh(fid, args[1])):
+            return []
+        self._registered_names.setdefault(owner, set()).add(args[0][1])
+        return [Allocation(BufferKey("attr", owner, args[0][1]), fid, call[C_LINE], call[C_COL], call[C_WITH],
+                           call[C_GUARD], f"registered buffer `{args[0][1]}` of `{fn['cls']}`", False, lazy=False)]
+
+    def _stored_locals(self, fid: str, fn: dict, local_allocs: dict[str, list]) -> list[Allocation]:
+        """``buf = torch.empty(...)`` then ``self._cache[k] = buf`` / ``self._buf = buf`` (lazy under a guard)."""
+        out = []
+        for fact in fn["assigns"]:
+            value = fact[A_VALUE]
+            if fact[A_OP] is not None or value[0] != "n" or value[1] not in local_allocs:
+                continue
+            stored = self._store_key(fid, fact[A_TARGET])
+            if stored is None:
+                continue
+            key, dict_store = stored
+            target = fact[A_TARGET][1] if dict_store else fact[A_TARGET]
+            text = target[1]
+            # a check of the local counts where the local was read from the store (`buf = self._c.get(k)`):
+            # `if epoch is None: epoch = torch.zeros(1)` on a parameter is a default, not a lazy buffer
+            checked = {text, value[1]} if self._read_from(fid, value[1], text) else {text}
+            for alloc in local_allocs[value[1]]:
+                if self._guarded(fn, alloc[A_GUARD], checked) is not None:
+                    out.append(Allocation(key, fid, alloc[A_LINE], alloc[A_COL], alloc[A_WITH], alloc[A_GUARD],
+                                          f"allocated under a check of `{text}`", dict_store))
+                    break
+            else:
+                if fn["name"] in CONSTRUCTORS and not dict_store:
+                    alloc = local_allocs[value[1]][0]
+                    out.append(Allocation(key, fid, alloc[A_LINE], alloc[A_COL], alloc[A_WITH], alloc[A_GUARD],
+                                          self._eager_why(fid, fn, text), dict_store, lazy=False))
+        return out
+
+    def _read_from(self, fid: str, local: str, stored: str) -> bool:
+        """Whether ``local`` is also bound to what ``stored`` holds (``buf = self._cache.get(k)``, ``buf =
+        _POOL[k]``, ``buf = self._buf``)."""
+        for value in self.project.local_values(fid).get(local, []):
+            while value[0] in "sc":
+                if value[0] == "s":
+                    value = value[1]
+                    continue
+                receiver, _method = method_call(self.project.function(fid)["calls"][value[1]][C_FUNC])
+                if receiver is None:
+                    break
+                value = receiver
+            if value[0] == "n" and (value[1] == stored or value[1].startswith(stored + ".")):
+                return True
+        return False
+
+    def _decorators(self, fid: str) -> list[str]:
+        """What each decorator of ``fid`` names outside the project (``@f`` and ``@f(...)`` alike)."""
+        fn = self.project.function(fid)
+        out = []
+        for dec in fn["dec"]:
+            expr = dec[D_EXPR]
+            if expr[0] == "c":
+                expr = fn["calls"][expr[1]][C_FUNC]
+            if expr[0] == "n":
+                symbol = self.project.resolve(fid, expr[1])
+                if symbol is not None and symbol.kind == EXTERNAL:
+                    out.append(symbol.target)
+        return out
+
+    def _is_property(self, fid: str) -> bool:
+        """A method read as an attribute (``@property``, ``@functools.cached_property``)."""
+        return any(target in ("property", "functools.cached_property") for target in self._decorators(fid))
+
+    def _cached_getter(self, fid: str) -> bool:
+        return any(target in names.CACHE_DECORATORS for target in self._decorators(fid))
