@@ -53,7 +53,8 @@ async def measure(tree: Path, path: Path, edits: int, debounce: float | None, ti
             arrived.clear()
             await asyncio.wait_for(arrived.wait(), timeout)
 
-    command = [sys.executable, "-m", "lints", "server"] + (["--debounce", str(debounce)] if debounce is not None else [])
+    command = [sys.executable, "-m", "lints", "server"]
+    command += ["--debounce", str(debounce)] if debounce is not None else []
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     await client.start_io(*command, env=env)
     forward = asyncio.create_task(_forward(client._server.stderr))  # unread, the pipe would fill and block it
@@ -86,8 +87,9 @@ async def measure(tree: Path, path: Path, edits: int, debounce: float | None, ti
     print(f"file: {path.relative_to(tree)} ({findings[0] if findings else '?'} diagnostic(s) in it), "
           f"{len({u for _, u, _, _ in published})} file(s) with diagnostics published")
     print(f"server log, last run: {analysed[-1] if analysed else '(none)'}")
-    print(f"didChange -> publishDiagnostics over {edits} one-line edits: median {statistics.median(times) * 1000:.0f} ms, "
-          f"max {max(times) * 1000:.0f} ms, min {min(times) * 1000:.0f} ms")
+    print(f"didChange -> publishDiagnostics over {edits} one-line edits: "
+          f"median {statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms, "
+          f"min {min(times) * 1000:.0f} ms")
     return 0
 
 

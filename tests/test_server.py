@@ -9,7 +9,6 @@ import asyncio
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -171,3 +170,18 @@ async def test_diagnostic_in_the_caller_follows_the_callee_and_the_code_action_f
         text_document=lsp.VersionedTextDocumentIdentifier(uri=worker_uri, version=2),
         content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=fixed)]))
     assert await published(client, worker_uri, lambda ds: not ds) == []
+
+
+@pytest.mark.asyncio(loop_scope="function")
+async def test_a_buffer_that_does_not_parse_is_one_diagnostic_and_the_server_goes_on(client, tmp_path):
+    model_uri = (tmp_path / "project/engine/model.py").as_uri()
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+        lsp.TextDocumentItem(uri=model_uri, language_id="python", version=1, text="import torch\ndef forward(:\n")))
+    errors = await published(client, model_uri, lambda ds: any(d.severity == lsp.DiagnosticSeverity.Error for d in ds))
+    (error,) = errors
+    assert error.source == "gradmode-lint" and "syntax error" in error.message and error.range.start.line == 1
+    client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+        text_document=lsp.VersionedTextDocumentIdentifier(uri=model_uri, version=2),
+        content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=MODEL)]))
+    (gm202,) = await published(client, model_uri, lambda ds: [d.code for d in ds] == ["GM202"])
+    assert gm202.range.start.line == 7  # the lazy allocation, line 8
