@@ -15,7 +15,7 @@ from .project import Project
 from .provenance import CONSTRUCTORS, COPYING_METHODS, Provenance
 from .regions import Regions
 from .summary_records import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
-                              C_LINE, C_WITH, D_EXPR, G_NAMES, G_ORELSE, G_PARENT, G_PRESENT, MODULE_SCOPE, R_COL,
+                              C_LINE, C_WITH, D_EXPR, G_MISSING, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL,
                               R_LINE, R_VALUE, R_WITH, R_YIELD, callee_leaf, method_call)
 from .symbols import EXTERNAL, FIELD, GLOBAL
 
@@ -66,13 +66,10 @@ class BufferAllocations:
         guards = fn["guards"]
         while guard >= 0:
             record = guards[guard]
-            if not record[G_ORELSE]:
-                for name in record[G_NAMES]:
+            if not record[G_ORELSE]:  # a test that finds the place missing or stale, not one that finds it there
+                for name in record[G_MISSING]:
                     for text in texts:
-                        # not a test that finds it there (`if self._pool is not None: self._pool.append(...)`)
-                        if text in record[G_PRESENT]:
-                            continue
-                        if name == text or name.startswith(text + ".") or name == f"'{text.rsplit('.', 1)[-1]}'":
+                        if name == text or name.startswith(text + "."):
                             return text
             guard = record[G_PARENT]
         return None

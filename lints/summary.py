@@ -13,6 +13,7 @@ import re
 import warnings
 from typing import Iterable, Iterator, Optional
 
+from .branch_tests import missing_names
 from .module_names import relative_import_base
 from .names import NOTABLE_CALL_LEAVES
 from .sources import source_lines
@@ -238,7 +239,7 @@ class _Summarizer:
                 names.add(f"'{sub.value}'")
         guards = scope.data["guards"]
         guards.append([sorted(names), scope.guards[-1] if scope.guards else -1, orelse, test.lineno,
-                       sorted(_present_names(test))])
+                       missing_names(test)])
         return len(guards) - 1
 
     def body(self, statements: Iterable[ast.stmt], scope: _Scope, record: Optional[list] = None) -> None:
@@ -433,59 +434,6 @@ _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.Di
 # Fields that never hold an expression with a call: operators and load/store contexts.
 _NOT_CHILDREN = frozenset({"ctx", "op", "ops", "type_comment", "kind", "conversion", "level", "is_async"})
 _FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _present_names(test: ast.AST) -> set[str]:
-    """The dotted names a branch's test finds present in every mention (``x is not None``, ``x``,
-    ``k in x``, ``hasattr(x, "n")``; negated under ``not``), none of them missing or too small."""
-    present: set[str] = set()
-    other: set[str] = set()
-    stack: list[tuple[ast.AST, bool]] = [(test, True)]
-    while stack:
-        node, positive = stack.pop()
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            stack.append((node.operand, not positive))
-            continue
-        if isinstance(node, ast.BoolOp):
-            stack.extend((value, positive) for value in node.values)
-            continue
-        name = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
-        if name is not None:  # `if self._pool:` truthy
-            (present if positive else other).add(name)
-            continue
-        if isinstance(node, ast.Compare) and len(node.ops) == 1:
-            op, left, right = node.ops[0], node.left, node.comparators[0]
-            subject = _dotted(left) if isinstance(left, (ast.Name, ast.Attribute)) else None
-            if (subject is not None and isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant)
-                    and right.value is None):
-                (present if isinstance(op, ast.IsNot) == positive else other).add(subject)
-                continue
-            container = _dotted(right) if isinstance(right, (ast.Name, ast.Attribute)) else None
-            if container is not None and isinstance(op, (ast.In, ast.NotIn)):
-                (present if isinstance(op, ast.In) == positive else other).add(container)
-                other.update(_names_in(left))
-                continue
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr"
-                and len(node.args) == 2 and isinstance(node.args[0], (ast.Name, ast.Attribute))):
-            owner = _dotted(node.args[0])
-            if owner is not None and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
-                (present if positive else other).add(f"{owner}.{node.args[1].value}")
-                continue
-        other.update(_names_in(node))
-    return present - other
-
-
-def _names_in(node: ast.AST) -> set[str]:
-    found = set()
-    stack = [node]
-    while stack:
-        sub = stack.pop()
-        _push_children(sub, stack)
-        if isinstance(sub, (ast.Name, ast.Attribute)):
-            dotted = _dotted(sub)
-            if dotted:
-                found.add(dotted)
-    return found
 
 
 def _push_children(node: ast.AST, stack: list) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Iterator, Optional
 
-SCHEMA = 11
+SCHEMA = 12
 MODULE_SCOPE = "<module>"
 
 # Records are positional lists (summaries of a large tree are tens of MB of JSON).
@@ -37,10 +37,10 @@ R_VALUE, R_LINE, R_COL, R_WITH, R_YIELD = range(5)
 W_LINE, W_COL, W_ITEMS, W_PARENT, W_ENTER, W_END, W_STATEMENTS, W_BARE_CALLS, W_INNER = range(9)
 # item:      [expr, line, col, has_as]
 I_EXPR, I_LINE, I_COL, I_AS = range(4)
-# guard (an if-branch): [names in the test, parent, in_orelse, line, names the test finds present]
-# (present: every mention of the name is `x is not None`, `x` truthy, `k in x`, `hasattr(x, ...)`, each
-# under an even number of `not`s; the body of `if self._pool is not None:` runs where the pool exists)
-G_NAMES, G_PARENT, G_ORELSE, G_LINE, G_PRESENT = range(5)
+# guard (an if-branch): [names in the test, parent, in_orelse, line, names the test finds missing or stale]
+# (``branch_tests.missing_names``: the body of `if self._buf is None:` allocates it; of `if self._pool is not
+# None:` it does not)
+G_NAMES, G_PARENT, G_ORELSE, G_LINE, G_MISSING = range(5)
 # decorator: [expr, line, col]
 D_EXPR, D_LINE, D_COL = range(3)
 # A function's "blocks": [first line, last line] of each body of a loop, a try (its handlers, else and

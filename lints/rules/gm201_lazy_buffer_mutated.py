@@ -142,6 +142,19 @@ class LazyBufferMutatedInPlace(Rule):
         "            self._cu_k = torch.zeros(2)  # expect: GM201:13\n"
         "        self._cu_q[1:2] = q\n"
         "        self._cu_k[1:2] = k\n",
+        # reallocated where a predicate finds it too small, a dict filled on a miss, a getattr default
+        "import torch\n"
+        "class Attn:\n"
+        "    def forward(self, q, k):\n"
+        "        if needs_alloc(self._ws, q):\n"
+        "            self._ws = torch.empty(8)  # expect: GM201:13\n"
+        "        if self._by_n and k not in self._by_n:\n"
+        "            self._by_n[k] = torch.empty(8)  # expect: GM201:13\n"
+        "        if getattr(self, '_flag_buf', None) is None:\n"
+        "            self._flag_buf = torch.zeros(1)  # expect: GM201:13\n"
+        "        self._ws.zero_()\n"
+        "        self._by_n[k].zero_()\n"
+        "        self._flag_buf.fill_(1)\n",
         # a pool filled under a check that finds it empty, then updated in place
         "import torch\n"
         "class Ring:\n"
@@ -151,6 +164,13 @@ class LazyBufferMutatedInPlace(Rule):
         "        self.pool[0].add_(x)\n",
     )
     VALID = (
+        # a repair of what is there (a NaN tensor replaced), not an allocation of the first call's
+        "import torch\n"
+        "class Sched:\n"
+        "    def verify(self, v):\n"
+        "        if isinstance(self.t, torch.Tensor) and torch.isnan(self.t).any():\n"
+        "            self.t = torch.ones(1)\n"
+        "        self.t[0] = v\n",
         # beside a lazy buffer, under its check, a store of something new each call is no buffer of the first's
         "import torch\n"
         "class Attn:\n"

@@ -1,0 +1,95 @@
+"""What an if-branch's test says about the places it names: which it finds missing or stale, so that the
+branch (re)allocates them (``if self._buf is None``, ``if key not in cache``, ``if not hasattr(self, "_x")``,
+``if buf.shape[0] < n``, ``if needs_alloc(buf)``), and which it finds there (a feature switch: ``if self._pool
+is not None``, ``if isinstance(x, torch.Tensor) and torch.isnan(x).any()``)."""
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+# Calls that test that their first argument is there (and of a kind); under `not`, that it is missing.
+_PRESENCE_TESTS = frozenset({"isinstance", "hasattr", "callable", "is_tensor"})
+
+
+def missing_names(test: ast.AST) -> list[str]:
+    """The dotted names ``test`` finds missing (``is None``, ``not in``, ``not x``, ``not hasattr``) or stale (a
+    size, device or other comparison, a predicate called on it), sorted. A stale test of a name the test also
+    finds present (``x is not None and x.shape[0] < n``, ``isinstance(x, T) and torch.isnan(x).any()``) repairs
+    or resizes what is there: not an allocation of the first call's."""
+    missing: set[str] = set()
+    stale: set[str] = set()
+    present: set[str] = set()
+    stack: list[tuple[ast.AST, bool]] = [(test, True)]
+    while stack:
+        node, positive = stack.pop()
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            stack.append((node.operand, not positive))
+        elif isinstance(node, ast.BoolOp):
+            stack.extend((value, positive) for value in node.values)
+        elif isinstance(node, ast.NamedExpr):
+            stack.append((node.value, positive))
+        elif _dotted(node) is not None:  # `if self._pool:` finds it there; `if not self._pool:` missing
+            (present if positive else missing).add(_dotted(node))
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1:
+            op, left, right = node.ops[0], node.left, node.comparators[0]
+            if isinstance(right, ast.Constant) and right.value is None and isinstance(op, (ast.Is, ast.IsNot, ast.Eq,
+                                                                                        ast.NotEq)):
+                absent = isinstance(op, (ast.Is, ast.Eq)) == positive
+                (missing if absent else present).update(_subjects(left))
+            elif isinstance(op, (ast.In, ast.NotIn)):
+                (present if isinstance(op, ast.In) == positive else missing).update(_subjects(right))
+            elif positive:  # a size, a device, a dtype that no longer fits
+                stale.update(_subjects(left) | _subjects(right))
+        elif isinstance(node, ast.Call) and _call_name(node) in _PRESENCE_TESTS and node.args:
+            subject = _attribute_of(node) if _call_name(node) == "hasattr" else _subjects(node.args[0])
+            (present if positive else missing).update(subject)
+        elif isinstance(node, ast.Call) and _getattr_name(node) is not None:
+            (present if positive else missing).add(_getattr_name(node))
+        else:  # `needs_alloc(buf)`, a chained comparison, an arithmetic test
+            stale.update(_subjects(node))
+    stale = {name for name in stale if not any(name == p or name.startswith(p + ".") for p in present)}
+    return sorted(missing | stale)
+
+
+def _call_name(call: ast.Call) -> str:
+    name = _dotted(call.func)
+    return name.rpartition(".")[2] if name else ""
+
+
+def _attribute_of(call: ast.Call) -> set[str]:
+    """``hasattr(self, "_cu")`` tests ``self._cu``."""
+    owner = _dotted(call.args[0])
+    if owner is not None and len(call.args) > 1 and isinstance(call.args[1], ast.Constant) \
+            and isinstance(call.args[1].value, str):
+        return {f"{owner}.{call.args[1].value}"}
+    return set()
+
+
+def _getattr_name(call: ast.Call) -> Optional[str]:
+    """``getattr(self, "_buf", None)`` reads ``self._buf``."""
+    if _dotted(call.func) == "getattr" and len(call.args) in (2, 3):
+        found = _attribute_of(call)
+        return found.pop() if found else None
+    return None
+
+
+def _subjects(node: ast.AST) -> set[str]:
+    """Every dotted name in ``node`` (``getattr(o, "a")`` as ``o.a``)."""
+    found: set[str] = set()
+    for sub in ast.walk(node):
+        name = _dotted(sub) if isinstance(sub, (ast.Name, ast.Attribute)) else (
+            _getattr_name(sub) if isinstance(sub, ast.Call) else None)
+        if name:
+            found.add(name)
+    return found
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
