@@ -65,6 +65,9 @@ FILES = {"engine/__init__.py": "", "engine/model.py": MODEL, "engine/platform.py
          "engine/worker.py": WORKER}
 TIMEOUT = 60  # seconds for one analysis to be published (a few tenths on this project)
 
+# the whole text as one change (lsprotocol before 2024 names the class by its place in the union)
+WHOLE = getattr(lsp, "TextDocumentContentChangeWholeDocument", None) or getattr(lsp, "TextDocumentContentChangeEvent_Type2")
+
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "lints", "server", "--debounce", "0.02"],
                             server_env={**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep
                                         + os.environ.get("PYTHONPATH", "")})
@@ -130,14 +133,14 @@ async def test_diagnostic_in_the_caller_follows_the_callee_and_the_code_action_f
     fixed_platform = PLATFORM.replace("torch.inference_mode(mode=True)", "torch.no_grad()")
     client.text_document_did_change(lsp.DidChangeTextDocumentParams(
         text_document=lsp.VersionedTextDocumentIdentifier(uri=platform_uri, version=2),
-        content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=fixed_platform)]))
+        content_changes=[WHOLE(text=fixed_platform)]))
     assert await published(client, worker_uri, lambda ds: not ds) == []
     assert platform.read_text() == PLATFORM  # the server never writes
 
     # the bug back, the caller open: a code action at the finding fixes it
     client.text_document_did_change(lsp.DidChangeTextDocumentParams(
         text_document=lsp.VersionedTextDocumentIdentifier(uri=platform_uri, version=3),
-        content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=PLATFORM)]))
+        content_changes=[WHOLE(text=PLATFORM)]))
     client.text_document_did_open(lsp.DidOpenTextDocumentParams(
         lsp.TextDocumentItem(uri=worker_uri, language_id="python", version=1, text=WORKER)))
     found = await published(client, worker_uri, lambda ds: any(d.code == "GM101" for d in ds))
@@ -168,7 +171,7 @@ async def test_diagnostic_in_the_caller_follows_the_callee_and_the_code_action_f
     assert ok.returncode == 0 and ok.stdout.strip() == "[1.0, 1.0, 1.0, 1.0]", ok.stderr[-2000:]
     client.text_document_did_change(lsp.DidChangeTextDocumentParams(
         text_document=lsp.VersionedTextDocumentIdentifier(uri=worker_uri, version=2),
-        content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=fixed)]))
+        content_changes=[WHOLE(text=fixed)]))
     assert await published(client, worker_uri, lambda ds: not ds) == []
 
 
@@ -182,6 +185,6 @@ async def test_a_buffer_that_does_not_parse_is_one_diagnostic_and_the_server_goe
     assert error.source == "gradmode-lint" and "syntax error" in error.message and error.range.start.line == 1
     client.text_document_did_change(lsp.DidChangeTextDocumentParams(
         text_document=lsp.VersionedTextDocumentIdentifier(uri=model_uri, version=2),
-        content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=MODEL)]))
+        content_changes=[WHOLE(text=MODEL)]))
     (gm202,) = await published(client, model_uri, lambda ds: [d.code for d in ds] == ["GM202"])
     assert gm202.range.start.line == 7  # the lazy allocation, line 8
