@@ -66,7 +66,8 @@ FILES = {"engine/__init__.py": "", "engine/model.py": MODEL, "engine/platform.py
 TIMEOUT = 60  # seconds for one analysis to be published (a few tenths on this project)
 
 # the whole text as one change (lsprotocol before 2024 names the class by its place in the union)
-WHOLE = getattr(lsp, "TextDocumentContentChangeWholeDocument", None) or getattr(lsp, "TextDocumentContentChangeEvent_Type2")
+WHOLE = getattr(lsp, "TextDocumentContentChangeWholeDocument", None) or getattr(
+    lsp, "TextDocumentContentChangeEvent_Type2")
 
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "lints", "server", "--debounce", "0.02"],
                             server_env={**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep
