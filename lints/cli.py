@@ -136,10 +136,6 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         from .rules import ALL_RULES
     if argv[:1] == ["explain"]:
         return _explain(argv[1:])
-    if argv[:1] == ["server"]:  # the language server: a front end of its own, started here
-        from .server import main as serve
-
-        return serve(argv[1:])
     if argv[:1] == ["rules"]:
         for rule in ALL_RULES.values():
             state = "" if rule.DEFAULT_ENABLED else " (opt-in)"
