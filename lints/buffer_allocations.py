@@ -11,7 +11,6 @@ from typing import NamedTuple, Optional
 
 from . import names
 from .callgraph import CallGraph
-from .object_lifetimes import ObjectLifetimes
 from .project import Project
 from .provenance import CONSTRUCTORS, COPYING_METHODS, Provenance
 from .regions import Regions
@@ -60,7 +59,6 @@ class BufferAllocations:
         # lazy buffers are allocated from nothing; a kept tensor rebound to a copy of itself is one too (eager)
         self.provenance = Provenance(project, graph, regions, copies=False)
         self._copies = Provenance(project, graph, regions, copies=True)
-        self._per_call: Optional[frozenset[str]] = None
         self.allocations = self._find_allocations()
 
     # allocations -------------------------------------------------------------------
@@ -144,7 +142,7 @@ class BufferAllocations:
                 if not (self._copies.fresh(fid, value) if copy else self.provenance.fresh(fid, value)):
                     continue  # the costly question last
                 if lazy:
-                    if self._allocated_per_call(fid, fn, key, text):
+                    if self._allocated_per_call(fid, fn, text):
                         continue
                     found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
                                             f"allocated under a check of `{text}`", dict_store))
@@ -169,21 +167,15 @@ class BufferAllocations:
                 found.extend(self._stored_locals(fid, fn, local_allocs))
         return found
 
-    def _allocated_per_call(self, fid: str, fn: dict, key: BufferKey, text: str) -> bool:
-        """Whether the object holding a lazy buffer is new for each call, so that no later call finds the buffer:
-        built in this very function (``metadata = Metadata()``, then ``if metadata.seq_lens is None``), or of a
-        class whose objects some function builds and drops (``object_lifetimes``)."""
+    def _allocated_per_call(self, fid: str, fn: dict, text: str) -> bool:
+        """Whether the object holding a lazy buffer was built earlier in this very function (``metadata =
+        Metadata()``, then ``if metadata.seq_lens is None``): the check finds it missing on every call."""
         head, _, rest = text.partition(".")
-        if rest and head not in ("self", "cls") and head not in fn["params"]:
-            values = self.project.local_values(fid).get(head, [])
-            if values and all(v[0] == "c" and (symbol := self._callee(fid, v)) is not None and symbol.kind == CLASS
-                              for v in values):
-                return True
-        if key.kind != "attr":
+        if not rest or head in ("self", "cls") or head in fn["params"]:
             return False
-        if self._per_call is None:
-            self._per_call = ObjectLifetimes(self.project, self.graph).built_per_call()
-        return key.owner in self._per_call
+        values = self.project.local_values(fid).get(head, [])
+        return bool(values) and all(v[0] == "c" and (symbol := self._callee(fid, v)) is not None
+                                    and symbol.kind == CLASS for v in values)
 
     def _callee(self, fid: str, value: list):
         func = self.project.function(fid)["calls"][value[1]][C_FUNC]

@@ -164,6 +164,18 @@ class LazyBufferMutatedInPlace(Rule):
         "        self.pool[0].add_(x)\n",
     )
     VALID = (
+        # the holder is built earlier in the same call: the check finds the field missing every time
+        "import torch\n"
+        "class Metadata:\n"
+        "    def __init__(self):\n"
+        "        self.seq_lens = None\n"
+        "class Backend:\n"
+        "    def plan(self, n):\n"
+        "        metadata = Metadata()\n"
+        "        if metadata.seq_lens is None:\n"
+        "            metadata.seq_lens = torch.zeros(n)\n"
+        "        metadata.seq_lens[0] = n\n"
+        "        self.metadata = metadata\n",
         # a repair of what is there (a NaN tensor replaced), not an allocation of the first call's
         "import torch\n"
         "class Sched:\n"
