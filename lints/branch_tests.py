@@ -28,8 +28,8 @@ def missing_names(test: ast.AST) -> list[str]:
             stack.extend((value, positive) for value in node.values)
         elif isinstance(node, ast.NamedExpr):
             stack.append((node.value, positive))
-        elif _dotted(node) is not None:  # `if self._pool:` finds it there; `if not self._pool:` missing
-            (present if positive else missing).add(_dotted(node))
+        elif dotted_name(node) is not None:  # `if self._pool:` finds it there; `if not self._pool:` missing
+            (present if positive else missing).add(dotted_name(node))
         elif isinstance(node, ast.Compare) and len(node.ops) == 1:
             op, left, right = node.ops[0], node.left, node.comparators[0]
             if isinstance(right, ast.Constant) and right.value is None and isinstance(op, (ast.Is, ast.IsNot, ast.Eq,
@@ -52,13 +52,13 @@ def missing_names(test: ast.AST) -> list[str]:
 
 
 def _call_name(call: ast.Call) -> str:
-    name = _dotted(call.func)
+    name = dotted_name(call.func)
     return name.rpartition(".")[2] if name else ""
 
 
 def _attribute_of(call: ast.Call) -> set[str]:
     """``hasattr(self, "_cu")`` tests ``self._cu``."""
-    owner = _dotted(call.args[0])
+    owner = dotted_name(call.args[0])
     if owner is not None and len(call.args) > 1 and isinstance(call.args[1], ast.Constant) \
             and isinstance(call.args[1].value, str):
         return {f"{owner}.{call.args[1].value}"}
@@ -67,7 +67,7 @@ def _attribute_of(call: ast.Call) -> set[str]:
 
 def _getattr_name(call: ast.Call) -> Optional[str]:
     """``getattr(self, "_buf", None)`` reads ``self._buf``."""
-    if _dotted(call.func) == "getattr" and len(call.args) in (2, 3):
+    if dotted_name(call.func) == "getattr" and len(call.args) in (2, 3):
         found = _attribute_of(call)
         return found.pop() if found else None
     return None
@@ -77,14 +77,15 @@ def _subjects(node: ast.AST) -> set[str]:
     """Every dotted name in ``node`` (``getattr(o, "a")`` as ``o.a``)."""
     found: set[str] = set()
     for sub in ast.walk(node):
-        name = _dotted(sub) if isinstance(sub, (ast.Name, ast.Attribute)) else (
+        name = dotted_name(sub) if isinstance(sub, (ast.Name, ast.Attribute)) else (
             _getattr_name(sub) if isinstance(sub, ast.Call) else None)
         if name:
             found.add(name)
     return found
 
 
-def _dotted(node: ast.AST) -> Optional[str]:
+def dotted_name(node: ast.AST) -> Optional[str]:
+    """``a.b.c`` for a chain of attributes on a name, None for anything else."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)

@@ -38,6 +38,11 @@ class Mutation(NamedTuple):
     of_module_buffers: bool = False
 
 
+# Values a name bound to holds other objects in, or is new: never a kept tensor itself (a tuple or
+# comprehension, an operator's result, a constant).
+_HOLDERS = frozenset("tmfk")
+
+
 class Buffers(BufferFlow):
     """A project's kept buffers (``allocations``), where they flow (``keys_of``) and are updated (``mutations``)."""
 
@@ -213,6 +218,12 @@ class Buffers(BufferFlow):
                     keys = frozenset().union(*(self.keys_of(fid, fact[A_VALUE]) for fact in fn["assigns"]
                                                if fact[A_TARGET] == ["n", text] and fact[A_OP] is None
                                                and (fact[A_LINE], fact[A_COL]) > replaced))
+                elif receiver[0] == "n" and "." not in text and mutation.how.startswith("augmented"):
+                    # `x += y` on a local writes the tensor it is bound to; bound to a tuple, a list, a number
+                    # or an operator's result (`offset = 0`, `tensors = head + (w,)`), it rebinds the name
+                    keys = frozenset().union(*(self.keys_of(fid, fact[A_VALUE]) for fact in fn["assigns"]
+                                               if fact[A_TARGET] == receiver and fact[A_OP] is None
+                                               and fact[A_VALUE][0] not in _HOLDERS))
                 else:
                     keys = self.keys_of(fid, receiver)
                 # a field of a kept object (`ws.count += 1`, `self._ws.table[k] = v`) may be an int or a dict: only

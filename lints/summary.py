@@ -13,7 +13,7 @@ import re
 import warnings
 from typing import Iterable, Iterator, Optional
 
-from .branch_tests import missing_names
+from .branch_tests import dotted_name, missing_names
 from .module_names import relative_import_base
 from .names import NOTABLE_CALL_LEAVES
 from .sources import source_lines
@@ -474,13 +474,11 @@ _INT_LIMIT = 1 << 64
 
 
 def _dotted(node: ast.AST) -> Optional[str]:
-    parts = []
+    name = dotted_name(node)
+    if name is not None:
+        return name
     while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
         node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
     if isinstance(node, ast.Subscript):  # Optional[X] -> X
         inner = node.slice
         return _dotted(inner) if isinstance(inner, (ast.Name, ast.Attribute)) else None

@@ -155,6 +155,14 @@ class LazyBufferMutatedInPlace(Rule):
         "        self._ws.zero_()\n"
         "        self._by_n[k].zero_()\n"
         "        self._flag_buf.fill_(1)\n",
+        # `+=` on a local bound to the buffer writes it
+        "import torch\n"
+        "class Acc:\n"
+        "    def step(self, x):\n"
+        "        if self._acc is None:\n"
+        "            self._acc = torch.zeros(4)  # expect: GM201:13\n"
+        "        acc = self._acc\n"
+        "        acc += x\n",
         # a pool filled under a check that finds it empty, then updated in place
         "import torch\n"
         "class Ring:\n"
@@ -164,6 +172,20 @@ class LazyBufferMutatedInPlace(Rule):
         "        self.pool[0].add_(x)\n",
     )
     VALID = (
+        # `+=` on a local bound to a tuple or a number rebinds it: the buffer in it is not written
+        "import torch\n"
+        "class Box:\n"
+        "    def tables(self, n):\n"
+        "        if self._t is None:\n"
+        "            self._t = torch.zeros(n)\n"
+        "        return self._t\n"
+        "    def launch(self, head, n):\n"
+        "        tensors = head + (n,)\n"
+        "        tensors += (self.tables(n),)\n"
+        "        offset = 0\n"
+        "        for length in self.tables(n):\n"
+        "            offset += length\n"
+        "        return tensors, offset\n",
         # the holder is built earlier in the same call: the check finds the field missing every time
         "import torch\n"
         "class Metadata:\n"
