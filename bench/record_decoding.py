@@ -5,8 +5,8 @@
 Summarises every file of the tree in this process (not timed), encodes each summary as the JSON text the
 summaries cache holds, then decodes all of them (timed, and measured with tracemalloc) as:
 - ``lists``: ``json.loads``, records as positional lists read through index constants (today);
-- ``namedtuples``: the same, then every record (call, assign, return, with, item, guard, decorator) turned
-  into a NamedTuple with named fields (a tuple: still JSON arrays when encoded);
+- ``namedtuples``: the same, then every record turned into the NamedTuples of ``lints/summary_records.py``
+  (``with_records``: what the linter does since; still JSON arrays when encoded);
 - ``msgspec``: ``msgspec.json.decode`` into typed ``Struct``s with ``array_like=True`` (the same JSON
   text, validated on the way in); skipped when msgspec is not installed (it is no dependency of ours).
 Prints a table: seconds (best of 3), peak MiB while decoding.
@@ -20,7 +20,7 @@ import sys
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -28,78 +28,7 @@ import corpus  # noqa: E402
 
 from lints.sources import read_source  # noqa: E402
 from lints.summary_jobs import summarize_source  # noqa: E402
-
-
-class Call(NamedTuple):
-    func: Any
-    args: list
-    kwargs: dict
-    line: int
-    col: int
-    with_index: int
-    guard: int
-
-
-class Assign(NamedTuple):
-    target: Any
-    value: Any
-    op: Optional[str]
-    line: int
-    col: int
-    with_index: int
-    guard: int
-
-
-class Return(NamedTuple):
-    value: Any
-    line: int
-    col: int
-    with_index: int
-    is_yield: bool
-
-
-class Item(NamedTuple):
-    expr: Any
-    line: int
-    col: int
-    has_as: bool
-
-
-class With(NamedTuple):
-    line: int
-    col: int
-    items: list
-    parent: int
-    is_enter_context: bool
-    end_line: int
-    statements: Any
-    bare_calls: Any
-    inner_withs: Any
-
-
-class Guard(NamedTuple):
-    names: list
-    parent: int
-    in_orelse: bool
-    line: int
-    present: list
-
-
-class Decorator(NamedTuple):
-    expr: Any
-    line: int
-    col: int
-
-
-def _as_namedtuples(summary: dict) -> dict:
-    for fn in summary["functions"].values():
-        fn["calls"] = [Call(*r) for r in fn["calls"]]
-        fn["assigns"] = [Assign(*r) for r in fn["assigns"]]
-        fn["rets"] = [Return(*r) for r in fn["rets"]]
-        fn["withs"] = [With(*r[:2], [Item(*i) for i in r[2]], *r[3:]) for r in fn["withs"]]
-        fn["guards"] = [Guard(*r) for r in fn["guards"]]
-        fn["dec"] = [Decorator(*r) for r in fn["dec"]]
-    return summary
+from lints.summary_records import with_records  # noqa: E402
 
 
 try:
@@ -232,7 +161,7 @@ def main() -> None:
                 if isinstance(summary, dict):
                     texts.append(json.dumps(summary, separators=(",", ":")))
     print(f"{name}: {len(texts)} summaries, {sum(map(len, texts)) / 2 ** 20:.1f} MiB of JSON")
-    ways = {"lists": json.loads, "namedtuples": lambda t: _as_namedtuples(json.loads(t))}
+    ways = {"lists": json.loads, "namedtuples": lambda t: with_records(json.loads(t))}
     decoder = _msgspec_decoder()
     if decoder is not None:
         ways["msgspec"] = decoder

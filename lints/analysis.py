@@ -16,8 +16,7 @@ from .options import Config
 from .phases import Phases
 from .project import Project
 from .regions import INFERENCE, NO_GRAD, Mode, Regions
-from .summary_records import (C_ARGS, C_COL, C_FUNC, C_KWARGS, C_LINE, C_WITH, D_COL, D_EXPR, D_LINE, I_COL, I_EXPR,
-                              I_LINE, R_WITH, R_YIELD, W_ENTER, W_ITEMS, W_LINE, enclosing_withs)
+from .summary_records import enclosing_withs
 from .symbols import EXTERNAL
 
 
@@ -96,13 +95,13 @@ class ProjectAnalysis:
         project = self.project
         for mode, dec in self.regions.decorator_modes(fid):
             if mode.mode in (INFERENCE, NO_GRAD):
-                return mode.mode, f"{project.label(fid)} decorated {mode.via} at {project.where(fid, dec[D_LINE])}"
+                return mode.mode, f"{project.label(fid)} decorated {mode.via} at {project.where(fid, dec.line)}"
         fn = project.function(fid)
         for index, record in enumerate(fn["withs"]):
             for modes in self.regions.with_modes(fid, index):
                 for mode in modes:
                     if mode.mode in (INFERENCE, NO_GRAD):
-                        where = project.where(fid, record[W_LINE])
+                        where = project.where(fid, record.line)
                         return mode.mode, f"{project.label(fid)} enters {mode.via} at {where}"
         step = self.modes.states.get(fid, {}).get(ON)
         if step is not None and not any(self.phases.is_warm(caller) for caller, _, _ in self.modes.links(fid, ON)):
@@ -129,11 +128,11 @@ class ProjectAnalysis:
         """Whether a region makes any call (a region that calls nothing allocates nothing)."""
         fn = self.project.function(fid)
         if with_index < 0:
-            decorators = {dec[D_EXPR][1] for dec in fn["dec"] if dec[D_EXPR][0] == "c"}
+            decorators = {dec.expr[1] for dec in fn["dec"] if dec.expr[0] == "c"}
             return bool(fn["nested"]) or any(i not in decorators for i in range(len(fn["calls"])))
         # a call inside, or a yield: a context manager yielding there runs its caller's block
         return any(with_index in enclosing_withs(fn, current) for current in
-                   [call[C_WITH] for call in fn["calls"]] + [ret[R_WITH] for ret in fn["rets"] if ret[R_YIELD]])
+                   [call.with_index for call in fn["calls"]] + [ret.with_index for ret in fn["rets"] if ret.is_yield])
 
     @functools.cached_property
     def modes(self) -> GradModes:
@@ -151,34 +150,34 @@ class ProjectAnalysis:
         out: list[Switch] = []
         claimed: set[int] = set()
         for w_index, record in enumerate(fn["withs"]):
-            for i_index, item in enumerate(record[W_ITEMS]):
-                expr = item[I_EXPR]
+            for i_index, item in enumerate(record.items):
+                expr = item.expr
                 if expr[0] == "c":
                     mode = self._switch_call(fid, expr[1])
                     if mode is not None:
-                        role = "enter_context" if record[W_ENTER] else "with"
-                        out.append(Switch(fid, role, mode, item[I_LINE], item[I_COL],
+                        role = "enter_context" if record.is_enter_context else "with"
+                        out.append(Switch(fid, role, mode, item.line, item.col,
                                           self._text(calls[expr[1]]), expr[1], w_index, i_index))
                         claimed.add(expr[1])
         for dec in fn["dec"]:
-            expr = dec[D_EXPR]
+            expr = dec.expr
             if expr[0] == "c":
                 mode = self._switch_call(fid, expr[1])
                 if mode is not None:
-                    out.append(Switch(fid, "decorator", mode, dec[D_LINE], dec[D_COL],
+                    out.append(Switch(fid, "decorator", mode, dec.line, dec.col,
                                       self._text(calls[expr[1]]), expr[1]))
                     claimed.add(expr[1])
             elif expr[0] == "n":
                 symbol = self.project.resolve(fid, expr[1])
                 if symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.GRAD_MODE_CLASSES:
-                    out.append(Switch(fid, "decorator", names.GRAD_MODE_CLASSES[symbol.target], dec[D_LINE],
-                                      dec[D_COL], expr[1], -1))
+                    out.append(Switch(fid, "decorator", names.GRAD_MODE_CLASSES[symbol.target], dec.line,
+                                      dec.col, expr[1], -1))
         for index, call in enumerate(calls):
-            func = call[C_FUNC]
+            func = call.func
             if func[0] == "c" and func[1] not in claimed:
                 mode = self._switch_call(fid, func[1])
                 if mode is not None:  # torch.inference_mode()(fn): the callable form
-                    out.append(Switch(fid, "callable", mode, call[C_LINE], call[C_COL], self._text(calls[func[1]]),
+                    out.append(Switch(fid, "callable", mode, call.line, call.col, self._text(calls[func[1]]),
                                       func[1], outer_call=index))
                     claimed.add(func[1])
         for index, call in enumerate(calls):
@@ -186,26 +185,26 @@ class ProjectAnalysis:
                 continue
             mode = self._switch_call(fid, index)
             if mode is not None:
-                out.append(Switch(fid, "object", mode, call[C_LINE], call[C_COL], self._text(call), index))
+                out.append(Switch(fid, "object", mode, call.line, call.col, self._text(call), index))
         out.sort(key=lambda s: (s.line, s.col))
         return out
 
     def _switch_call(self, fid: str, index: int) -> Optional[str]:
         call = self.project.function(fid)["calls"][index]
-        func = call[C_FUNC]
+        func = call.func
         if func[0] != "n":
             return None
         symbol = self.project.resolve(fid, func[1])
         if symbol is None or symbol.kind != EXTERNAL:
             return None
-        return names.switch_mode(symbol.target, call[C_ARGS], call[C_KWARGS])
+        return names.switch_mode(symbol.target, call.args, call.kwargs)
 
     @staticmethod
     def _text(call: list) -> str:
-        func = call[C_FUNC]
+        func = call.func
         name = func[1] if func[0] == "n" else "..."
-        args = [("True" if a == ["k", True] else "False" if a == ["k", False] else "...") for a in call[C_ARGS]]
-        args += [f"{k}=..." for k in call[C_KWARGS]]
+        args = [("True" if a == ["k", True] else "False" if a == ["k", False] else "...") for a in call.args]
+        args += [f"{k}=..." for k in call.kwargs]
         return f"{name}({', '.join(args)})"
 
     def warm_functions(self) -> Iterable[str]:
@@ -219,8 +218,8 @@ class ProjectAnalysis:
         fn = self.project.function(fid)
         for w_index, record in enumerate(fn["withs"]):
             for i_index, modes in enumerate(self.regions.with_modes(fid, w_index)):
-                item = record[W_ITEMS][i_index]
-                if item[I_EXPR][0] != "c" or self._switch_call(fid, item[I_EXPR][1]) is not None:
+                item = record.items[i_index]
+                if item.expr[0] != "c" or self._switch_call(fid, item.expr[1]) is not None:
                     continue
                 chosen = next((m for m in modes if m.mode == INFERENCE and not m.direct
                                and not (m.source and m.source in self.phases.roots)), None)

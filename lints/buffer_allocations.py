@@ -14,9 +14,7 @@ from .callgraph import CallGraph
 from .project import Project
 from .provenance import CONSTRUCTORS, COPYING_METHODS, Provenance
 from .regions import Regions
-from .summary_records import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
-                              C_LINE, C_WITH, D_EXPR, G_MISSING, G_ORELSE, G_PARENT, MODULE_SCOPE, R_COL,
-                              R_LINE, R_VALUE, R_WITH, R_YIELD, callee_leaf, method_call)
+from .summary_records import MODULE_SCOPE, callee_leaf, method_call
 from .symbols import CLASS, EXTERNAL, FIELD, GLOBAL
 
 
@@ -66,12 +64,12 @@ class BufferAllocations:
         guards = fn["guards"]
         while guard >= 0:
             record = guards[guard]
-            if not record[G_ORELSE]:  # a test that finds the place missing or stale, not one that finds it there
-                for name in record[G_MISSING]:
+            if not record.in_orelse:  # a test that finds the place missing or stale, not one that finds it there
+                for name in record.missing:
                     for text in texts:
                         if name == text or name.startswith(text + "."):
                             return text
-            guard = record[G_PARENT]
+            guard = record.parent
         return None
 
     def _store_key(self, fid: str, target: list) -> Optional[tuple[BufferKey, bool]]:
@@ -99,28 +97,28 @@ class BufferAllocations:
         for fid, (summary, fn) in project.functions.items():
             if self._cached_getter(fid):
                 for ret in fn["rets"]:
-                    if not ret[R_YIELD] and self.provenance.fresh(fid, ret[R_VALUE]):
-                        found.append(Allocation(BufferKey("getter", fid, fn["qual"]), fid, ret[R_LINE], ret[R_COL],
-                                                ret[R_WITH], -1, f"returned by cached getter `{fn['qual']}()`", False))
+                    if not ret.is_yield and self.provenance.fresh(fid, ret.value):
+                        found.append(Allocation(BufferKey("getter", fid, fn["qual"]), fid, ret.line, ret.col,
+                                                ret.with_index, -1, f"returned by cached getter `{fn['qual']}()`", False))
                         break
                 continue
             local_allocs: dict[str, list] = {}
             siblings: list[tuple[list, str]] = []  # stores under a guard that checks another place
             lazy_guards: dict[int, str] = {}  # guard -> the place it checks, for the lazy stores under it
             # locals stored somewhere as they are (`self._c[k] = buf`): the only ones whose provenance matters
-            stored_locals = {fact[A_VALUE][1] for fact in fn["assigns"] if fact[A_OP] is None
-                             and fact[A_VALUE][0] == "n" and "." not in fact[A_VALUE][1]
-                             and (fact[A_TARGET][0] == "s" or "." in fact[A_TARGET][1])}
+            stored_locals = {fact.value[1] for fact in fn["assigns"] if fact.op is None
+                             and fact.value[0] == "n" and "." not in fact.value[1]
+                             and (fact.target[0] == "s" or "." in fact.target[1])}
             for fact in fn["assigns"]:
-                target = fact[A_TARGET]
-                if fact[A_OP] is not None or target[0] not in "ns":
+                target = fact.target
+                if fact.op is not None or target[0] not in "ns":
                     continue
                 if target[0] == "n" and "." not in target[1] and target[1] not in fn["globals"] \
                         and fn["qual"] != MODULE_SCOPE:
-                    if target[1] in stored_locals and self.provenance.fresh(fid, fact[A_VALUE]):
+                    if target[1] in stored_locals and self.provenance.fresh(fid, fact.value):
                         local_allocs.setdefault(target[1], []).append(fact)
                     continue
-                value = fact[A_VALUE]
+                value = fact.value
                 if value[0] == "n" and "." not in value[1]:
                     continue  # a local: `_stored_locals` follows it to where it was allocated
                 dict_store = target[0] == "s"
@@ -128,11 +126,11 @@ class BufferAllocations:
                 if named[0] != "n":
                     continue
                 text = named[1]
-                lazy = self._guarded(fn, fact[A_GUARD], {text}) is not None
+                lazy = self._guarded(fn, fact.guard, {text}) is not None
                 copy = not lazy and not dict_store and self._copy_of_itself(fid, value, text)
                 eager = not lazy and not dict_store and fn["name"] in CONSTRUCTORS
                 if not (lazy or eager or copy):
-                    if fact[A_GUARD] >= 0 and not dict_store:
+                    if fact.guard >= 0 and not dict_store:
                         siblings.append((fact, text))
                     continue  # before resolving the target: most stores are none of these
                 stored = self._store_key(fid, target)
@@ -144,23 +142,23 @@ class BufferAllocations:
                 if lazy:
                     if self._allocated_per_call(fid, fn, text):
                         continue
-                    found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                    found.append(Allocation(key, fid, fact.line, fact.col, fact.with_index, fact.guard,
                                             f"allocated under a check of `{text}`", dict_store))
-                    lazy_guards.setdefault(fact[A_GUARD], text)
+                    lazy_guards.setdefault(fact.guard, text)
                 else:
                     # eager: built with the object, or rebound to a copy of itself (`self.k = self.k.to(dtype)`);
                     # not any store of a new tensor (a per-batch field set by each event loop), which would pair
                     # the allocations of one loop with the updates of another that never runs beside it
-                    found.append(Allocation(key, fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                    found.append(Allocation(key, fid, fact.line, fact.col, fact.with_index, fact.guard,
                                             self._eager_why(fid, fn, text), dict_store, lazy=False))
             # `if not hasattr(self, "_cu_q"): self._cu_q = ...; self._cu_k = ...`: built once, with the place checked
             for fact, text in siblings:
-                checked = lazy_guards.get(fact[A_GUARD])
+                checked = lazy_guards.get(fact.guard)
                 if checked is None or checked == text:
                     continue
-                stored = self._store_key(fid, fact[A_TARGET])
-                if stored is not None and self.provenance.fresh(fid, fact[A_VALUE]):
-                    found.append(Allocation(stored[0], fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                stored = self._store_key(fid, fact.target)
+                if stored is not None and self.provenance.fresh(fid, fact.value):
+                    found.append(Allocation(stored[0], fid, fact.line, fact.col, fact.with_index, fact.guard,
                                             f"allocated with `{checked}`, under its check", False))
             found.extend(self._appended(fid, fn))
             if local_allocs:
@@ -178,13 +176,13 @@ class BufferAllocations:
                                     and symbol.kind == CLASS for v in values)
 
     def _callee(self, fid: str, value: list):
-        func = self.project.function(fid)["calls"][value[1]][C_FUNC]
+        func = self.project.function(fid)["calls"][value[1]].func
         return self.project.resolve(fid, func[1]) if func[0] == "n" else None
 
     def _copy_of_itself(self, fid: str, value: list, text: str) -> bool:
         if value[0] != "c":
             return False
-        receiver, method = method_call(self.project.function(fid)["calls"][value[1]][C_FUNC])
+        receiver, method = method_call(self.project.function(fid)["calls"][value[1]].func)
         return receiver == ["n", text] and method in COPYING_METHODS
 
     def _eager_why(self, fid: str, fn: dict, text: str) -> str:
@@ -197,64 +195,64 @@ class BufferAllocations:
         list or dict (lazy under a check of that container)."""
         out = []
         for call in fn["calls"]:
-            leaf = callee_leaf(call[C_FUNC])
+            leaf = callee_leaf(call.func)
             if leaf == "register_buffer":
                 out.extend(self._registered(fid, fn, call))
                 continue
             if leaf not in _CONTAINER_INSERTS:
                 continue
-            receiver, method = method_call(call[C_FUNC])
-            if receiver is None or method not in _CONTAINER_INSERTS or receiver[0] != "n" or not call[C_ARGS]:
+            receiver, method = method_call(call.func)
+            if receiver is None or method not in _CONTAINER_INSERTS or receiver[0] != "n" or not call.args:
                 continue
-            value = call[C_ARGS][-1]
+            value = call.args[-1]
             text = receiver[1]
             # a list grown on every call holds each call's tensors: not one kept buffer
-            if self._guarded(fn, call[C_GUARD], {text}) is None:
+            if self._guarded(fn, call.guard, {text}) is None:
                 continue
             stored = self._store_key(fid, receiver)
             if stored is None or not self.provenance.fresh(fid, value):
                 continue
             key, _ = stored
-            out.append(Allocation(key, fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
+            out.append(Allocation(key, fid, call.line, call.col, call.with_index, call.guard,
                                   f"allocated under a check of `{text}`", True))
         return out
 
     def _registered(self, fid: str, fn: dict, call: list) -> list[Allocation]:
         """``self.register_buffer("cos", torch.zeros(n))``: the module's field ``cos``, built with it."""
-        args = call[C_ARGS]
+        args = call.args
         owner = self.project.class_of(fid)
-        if (owner is None or call[C_FUNC] != ["n", "self.register_buffer"] or len(args) < 2 or args[0][0] != "k"
+        if (owner is None or call.func != ["n", "self.register_buffer"] or len(args) < 2 or args[0][0] != "k"
                 or not isinstance(args[0][1], str) or not self.provenance.fresh(fid, args[1])):
             return []
         self._registered_names.setdefault(owner, set()).add(args[0][1])
-        return [Allocation(BufferKey("attr", owner, args[0][1]), fid, call[C_LINE], call[C_COL], call[C_WITH],
-                           call[C_GUARD], f"registered buffer `{args[0][1]}` of `{fn['cls']}`", False, lazy=False)]
+        return [Allocation(BufferKey("attr", owner, args[0][1]), fid, call.line, call.col, call.with_index,
+                           call.guard, f"registered buffer `{args[0][1]}` of `{fn['cls']}`", False, lazy=False)]
 
     def _stored_locals(self, fid: str, fn: dict, local_allocs: dict[str, list]) -> list[Allocation]:
         """``buf = torch.empty(...)`` then ``self._cache[k] = buf`` / ``self._buf = buf`` (lazy under a guard)."""
         out = []
         for fact in fn["assigns"]:
-            value = fact[A_VALUE]
-            if fact[A_OP] is not None or value[0] != "n" or value[1] not in local_allocs:
+            value = fact.value
+            if fact.op is not None or value[0] != "n" or value[1] not in local_allocs:
                 continue
-            stored = self._store_key(fid, fact[A_TARGET])
+            stored = self._store_key(fid, fact.target)
             if stored is None:
                 continue
             key, dict_store = stored
-            target = fact[A_TARGET][1] if dict_store else fact[A_TARGET]
+            target = fact.target[1] if dict_store else fact.target
             text = target[1]
             # a check of the local counts where the local was read from the store (`buf = self._c.get(k)`):
             # `if epoch is None: epoch = torch.zeros(1)` on a parameter is a default, not a lazy buffer
             checked = {text, value[1]} if self._read_from(fid, value[1], text) else {text}
             for alloc in local_allocs[value[1]]:
-                if self._guarded(fn, alloc[A_GUARD], checked) is not None:
-                    out.append(Allocation(key, fid, alloc[A_LINE], alloc[A_COL], alloc[A_WITH], alloc[A_GUARD],
+                if self._guarded(fn, alloc.guard, checked) is not None:
+                    out.append(Allocation(key, fid, alloc.line, alloc.col, alloc.with_index, alloc.guard,
                                           f"allocated under a check of `{text}`", dict_store))
                     break
             else:
                 if fn["name"] in CONSTRUCTORS and not dict_store:
                     alloc = local_allocs[value[1]][0]
-                    out.append(Allocation(key, fid, alloc[A_LINE], alloc[A_COL], alloc[A_WITH], alloc[A_GUARD],
+                    out.append(Allocation(key, fid, alloc.line, alloc.col, alloc.with_index, alloc.guard,
                                           self._eager_why(fid, fn, text), dict_store, lazy=False))
         return out
 
@@ -266,7 +264,7 @@ class BufferAllocations:
                 if value[0] == "s":
                     value = value[1]
                     continue
-                receiver, _method = method_call(self.project.function(fid)["calls"][value[1]][C_FUNC])
+                receiver, _method = method_call(self.project.function(fid)["calls"][value[1]].func)
                 if receiver is None:
                     break
                 value = receiver
@@ -279,9 +277,9 @@ class BufferAllocations:
         fn = self.project.function(fid)
         out = []
         for dec in fn["dec"]:
-            expr = dec[D_EXPR]
+            expr = dec.expr
             if expr[0] == "c":
-                expr = fn["calls"][expr[1]][C_FUNC]
+                expr = fn["calls"][expr[1]].func
             if expr[0] == "n":
                 symbol = self.project.resolve(fid, expr[1])
                 if symbol is not None and symbol.kind == EXTERNAL:

@@ -9,7 +9,7 @@ from .buffer_allocations import BufferAllocations, BufferKey
 from .callgraph import CallGraph
 from .project import Project
 from .regions import Regions
-from .summary_records import C_ARGS, C_FUNC, C_KWARGS, R_VALUE, R_YIELD, callee_leaf, method_call
+from .summary_records import callee_leaf, method_call
 from .symbols import EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL
 
 # An nn.Module's methods that hand out its registered buffers themselves (not copies).
@@ -48,16 +48,16 @@ class BufferFlow(BufferAllocations):
             return self._element_keys(fid, expr[1], expr[2], depth + 1)
         if tag == "c":
             call = self.project.function(fid)["calls"][expr[1]]
-            func = call[C_FUNC]
+            func = call.func
             receiver, method = method_call(func)
             if func[0] == "a" and method in names.VIEW_METHODS:
                 return self.keys_of(fid, receiver, depth + 1)
             if receiver is not None and method in MODULE_BUFFER_VIEWS:
                 return self._registered_keys(fid, receiver)
-            if func[0] == "n" and func[1] in SAME_ITEMS and call[C_ARGS]:  # `dict(m.named_buffers())`
+            if func[0] == "n" and func[1] in SAME_ITEMS and call.args:  # `dict(m.named_buffers())`
                 symbol = self.project.resolve(fid, func[1])
                 if symbol is not None and symbol.kind == EXTERNAL:
-                    return self.keys_of(fid, call[C_ARGS][0], depth + 1)
+                    return self.keys_of(fid, call.args[0], depth + 1)
             targets = self.graph.call_targets(fid, expr[1], loose=True)
             if not targets and func[0] == "n" and receiver is not None and \
                     method in names.VIEW_METHODS | {"get", "setdefault"}:  # a view, or a lookup in a dict cache
@@ -87,20 +87,20 @@ class BufferFlow(BufferAllocations):
             return self.keys_of(fid, value[1], depth + 1)
         if value[0] == "s" and value[1][0] == "c":
             call = self.project.function(fid)["calls"][value[1][1]]
-            receiver, method = method_call(call[C_FUNC])
+            receiver, method = method_call(call.func)
             if index == 1 and receiver is not None and method in MODULE_BUFFER_VIEWS:
                 return self._registered_keys(fid, receiver)  # `for name, buf in model.named_buffers():`
-            if callee_leaf(call[C_FUNC]) == "zip" and index < len(call[C_ARGS]):
-                return self.keys_of(fid, ["s", call[C_ARGS][index]], depth + 1)
-            if callee_leaf(call[C_FUNC]) == "enumerate" and index == 1 and call[C_ARGS]:
-                return self.keys_of(fid, ["s", call[C_ARGS][0]], depth + 1)
+            if callee_leaf(call.func) == "zip" and index < len(call.args):
+                return self.keys_of(fid, ["s", call.args[index]], depth + 1)
+            if callee_leaf(call.func) == "enumerate" and index == 1 and call.args:
+                return self.keys_of(fid, ["s", call.args[0]], depth + 1)
             return frozenset()
         if value[0] == "c":
             out: set[BufferKey] = set()
             for target in self.graph.call_targets(fid, value[1], loose=True):
                 for ret in self.project.function(target)["rets"]:
-                    if not ret[R_YIELD]:
-                        out |= self._element_keys(target, ret[R_VALUE], index, depth + 1)
+                    if not ret.is_yield:
+                        out |= self._element_keys(target, ret.value, index, depth + 1)
             return frozenset(out)
         if value[0] == "n":
             return self._local_elements(fid, value, index, depth)
@@ -157,8 +157,8 @@ class BufferFlow(BufferAllocations):
         if self._cached_getter(fid):
             out.add(BufferKey("getter", fid, fn["qual"]))
         for ret in fn["rets"]:
-            if not ret[R_YIELD]:
-                out |= self.keys_of(fid, ret[R_VALUE], depth + 1)
+            if not ret.is_yield:
+                out |= self.keys_of(fid, ret.value, depth + 1)
         self._returns[fid] = frozenset(out)
         return self._returns[fid]
 
@@ -171,8 +171,8 @@ class BufferFlow(BufferAllocations):
             return frozenset()
         if value[0] == "c":
             call = self.project.function(fid)["calls"][value[1]]
-            if head in call[C_KWARGS]:  # Workspace(topk_idx=self._topk_idx) built right here
-                return self.keys_of(fid, call[C_KWARGS][head], depth + 1)
+            if head in call.kwargs:  # Workspace(topk_idx=self._topk_idx) built right here
+                return self.keys_of(fid, call.kwargs[head], depth + 1)
             out: set[BufferKey] = set()
             for target in self.graph.call_targets(fid, value[1], loose=True):
                 key = (target, head)
@@ -180,8 +180,8 @@ class BufferFlow(BufferAllocations):
                     self._fields[key] = frozenset()
                     found: set[BufferKey] = set()
                     for ret in self.project.function(target)["rets"]:
-                        if not ret[R_YIELD]:
-                            found |= self._field_keys(target, ret[R_VALUE], head, depth + 1)
+                        if not ret.is_yield:
+                            found |= self._field_keys(target, ret.value, head, depth + 1)
                     self._fields[key] = frozenset(found)
                 out |= self._fields[key]
             return frozenset(out)

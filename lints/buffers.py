@@ -13,9 +13,7 @@ from . import names
 from .buffer_allocations import Allocation, BufferKey
 from .buffer_flow import MODULE_BUFFER_VIEWS, SAME_ITEMS, BufferFlow
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD
-from .summary_records import (A_COL, A_GUARD, A_LINE, A_OP, A_TARGET, A_VALUE, A_WITH, C_ARGS, C_COL, C_FUNC, C_GUARD,
-                              C_KWARGS, C_LINE, C_WITH, G_PARENT, I_EXPR, W_ITEMS, callee_leaf, enclosing_withs,
-                              method_call)
+from .summary_records import callee_leaf, enclosing_withs, method_call
 from .symbols import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL
 
 __all__ = ["Allocation", "BufferKey", "Buffers", "Mutation"]
@@ -51,29 +49,29 @@ class Buffers(BufferFlow):
         """(receiver expression, mutation) for each in-place update in ``fid``."""
         fn = self.project.function(fid)
         for index, call in enumerate(fn["calls"]):
-            func = call[C_FUNC]
+            func = call.func
             receiver, method = method_call(func)
             if receiver is not None and names.is_inplace_method(method):
-                yield receiver, Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
+                yield receiver, Mutation(fid, call.line, call.col, call.with_index, call.guard,
                                          f"`.{method}()`"), False
-            if func[0] == "n" and names.is_inplace_method(method) and call[C_ARGS] and receiver is not None:
+            if func[0] == "n" and names.is_inplace_method(method) and call.args and receiver is not None:
                 function = self.project.resolve(fid, func[1])  # the function form: `torch.clamp_(b, 0, 1)`
                 if (function is not None and function.kind == EXTERNAL
                         and function.target.rpartition(".")[0] in names.INPLACE_FUNCTION_MODULES):
-                    yield call[C_ARGS][0], Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
+                    yield call.args[0], Mutation(fid, call.line, call.col, call.with_index, call.guard,
                                                     f"`{func[1]}()`"), False
-            out = call[C_KWARGS].get("out")
+            out = call.kwargs.get("out")
             if out is not None and func[0] == "n" and func[1].split(".", 1)[0] in ("torch", "th"):
-                yield out, Mutation(fid, call[C_LINE], call[C_COL], call[C_WITH], call[C_GUARD],
+                yield out, Mutation(fid, call.line, call.col, call.with_index, call.guard,
                                     "`out=` argument"), False
         for fact in fn["assigns"]:
-            op = fact[A_OP]
-            target = fact[A_TARGET]
+            op = fact.op
+            target = fact.target
             if op is not None and op != "with":
-                yield target, Mutation(fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                yield target, Mutation(fid, fact.line, fact.col, fact.with_index, fact.guard,
                                        f"augmented assignment ({_OPERATORS.get(op, op)})"), False
             elif op is None and target[0] == "s":
-                yield target, Mutation(fid, fact[A_LINE], fact[A_COL], fact[A_WITH], fact[A_GUARD],
+                yield target, Mutation(fid, fact.line, fact.col, fact.with_index, fact.guard,
                                        "slice/index assignment"), True
 
     def _is_container(self, fid: str, expr: list, depth: int = 0) -> bool:
@@ -101,25 +99,25 @@ class Buffers(BufferFlow):
         guard = mutation.guard
         while guard >= 0:
             chain.add(guard)
-            guard = fn["guards"][guard][G_PARENT]
+            guard = fn["guards"][guard].parent
         found = None
         for fact in fn["assigns"]:
-            where = (fact[A_LINE], fact[A_COL])
+            where = (fact.line, fact.col)
             # a statement of its own in the very block of the update (a copy in a loop, a `try`, a handler,
             # a match case, another with-body or a walrus may not run, or run under another mode): indented
             # as the update is, nothing between them indented less
-            if (fact[A_TARGET] == ["n", name] and fact[A_OP] is None and where < (mutation.line, mutation.col)
-                    and fact[A_COL] == mutation.col and (fact[A_GUARD] < 0 or fact[A_GUARD] in chain)
+            if (fact.target == ["n", name] and fact.op is None and where < (mutation.line, mutation.col)
+                    and fact.col == mutation.col and (fact.guard < 0 or fact.guard in chain)
                     and all(first <= mutation.line <= last for first, last in fn["blocks"]
-                            if first <= fact[A_LINE] <= last)
-                    and self._fresh_tensor(fid, fact[A_VALUE])
-                    and self._mode_kept(fid, fn, fact[A_WITH], mutation.with_index)
-                    and not _dedented_between(fn, fact[A_LINE], mutation.line, mutation.col)):
+                            if first <= fact.line <= last)
+                    and self._fresh_tensor(fid, fact.value)
+                    and self._mode_kept(fid, fn, fact.with_index, mutation.with_index)
+                    and not _dedented_between(fn, fact.line, mutation.line, mutation.col)):
                 found = max(found or where, where)
         # bound again after the copy (`out, k = get_buf(), 0`, a loop, a with), itself or what it is an
         # attribute of (`st.h = st.h.clone(); st = other`): not known
         prefixes = [["n", name.rsplit(".", depth)[0]] for depth in range(name.count(".") + 1)]
-        if found is not None and any(f[A_TARGET] in prefixes and (f[A_LINE], f[A_COL]) > found
+        if found is not None and any(f.target in prefixes and (f.line, f.col) > found
                                      for f in fn["assigns"]):
             return None
         return found
@@ -132,8 +130,8 @@ class Buffers(BufferFlow):
         for index in around_copy:
             if index not in around_update and not all(
                     all(m.mode in (NO_GRAD, ENABLE_GRAD, INFERENCE_OFF) for m in modes) if modes
-                    else self._torch_context(fid, fn, item[I_EXPR])
-                    for modes, item in zip(self.regions.with_modes(fid, index), fn["withs"][index][W_ITEMS])):
+                    else self._torch_context(fid, fn, item.expr)
+                    for modes, item in zip(self.regions.with_modes(fid, index), fn["withs"][index].items)):
                 return False
         return not any(m.mode == INFERENCE_OFF for index in around_update if index not in around_copy
                        for modes in self.regions.with_modes(fid, index) for m in modes)
@@ -143,7 +141,7 @@ class Buffers(BufferFlow):
         ``torch.profiler.record_function(...)``): it cannot enter inference mode."""
         if expr[0] != "c":
             return False
-        func = fn["calls"][expr[1]][C_FUNC]
+        func = fn["calls"][expr[1]].func
         symbol = self.project.resolve(fid, func[1]) if func[0] == "n" else None
         return (symbol is not None and symbol.kind == EXTERNAL and symbol.target.startswith("torch.")
                 and symbol.target not in names.GRAD_MODE_CLASSES and symbol.target != names.C_INFERENCE_MODE)
@@ -157,7 +155,7 @@ class Buffers(BufferFlow):
             return True
         if value[0] != "c":
             return False
-        func = self.project.function(fid)["calls"][value[1]][C_FUNC]
+        func = self.project.function(fid)["calls"][value[1]].func
         if func[0] == "n":
             symbol = self.project.resolve(fid, func[1])
             if symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.FRESH_TENSOR_FUNCTIONS:
@@ -190,11 +188,11 @@ class Buffers(BufferFlow):
                 while base[0] == "s" or (base[0] == "c" and depth < 4):
                     if base[0] == "c":
                         call = fn["calls"][base[1]]
-                        viewed, method = method_call(call[C_FUNC])
+                        viewed, method = method_call(call.func)
                         if viewed is not None and method in MODULE_BUFFER_VIEWS:
                             base, through_buffers = viewed, True
-                        elif call[C_FUNC][0] == "n" and call[C_FUNC][1] in SAME_ITEMS and call[C_ARGS]:
-                            base = call[C_ARGS][0]
+                        elif call.func[0] == "n" and call.func[1] in SAME_ITEMS and call.args:
+                            base = call.args[0]
                         elif viewed is None or method not in names.VIEW_METHODS:
                             break
                         else:
@@ -215,15 +213,15 @@ class Buffers(BufferFlow):
                         wanted_names.isdisjoint(text.split(".")[1:]):
                     continue
                 if replaced is not None:  # `out = out.clone()` or `out = out + x`, then `out.fill_()`
-                    keys = frozenset().union(*(self.keys_of(fid, fact[A_VALUE]) for fact in fn["assigns"]
-                                               if fact[A_TARGET] == ["n", text] and fact[A_OP] is None
-                                               and (fact[A_LINE], fact[A_COL]) > replaced))
+                    keys = frozenset().union(*(self.keys_of(fid, fact.value) for fact in fn["assigns"]
+                                               if fact.target == ["n", text] and fact.op is None
+                                               and (fact.line, fact.col) > replaced))
                 elif receiver[0] == "n" and "." not in text and mutation.how.startswith("augmented"):
                     # `x += y` on a local writes the tensor it is bound to; bound to a tuple, a list, a number
                     # or an operator's result (`offset = 0`, `tensors = head + (w,)`), it rebinds the name
-                    keys = frozenset().union(*(self.keys_of(fid, fact[A_VALUE]) for fact in fn["assigns"]
-                                               if fact[A_TARGET] == receiver and fact[A_OP] is None
-                                               and fact[A_VALUE][0] not in _HOLDERS))
+                    keys = frozenset().union(*(self.keys_of(fid, fact.value) for fact in fn["assigns"]
+                                               if fact.target == receiver and fact.op is None
+                                               and fact.value[0] not in _HOLDERS))
                 else:
                     keys = self.keys_of(fid, receiver)
                 # a field of a kept object (`ws.count += 1`, `self._ws.table[k] = v`) may be an int or a dict: only
@@ -286,7 +284,7 @@ class Buffers(BufferFlow):
         leaves = {self.project.function(fid)["name"] for fid in writers}
         for fid, (_summary, fn) in self.project.functions.items():
             for index, call in enumerate(fn["calls"]):
-                func = call[C_FUNC]
+                func = call.func
                 if func[0] != "n" or callee_leaf(func) not in leaves:
                     continue
                 for target in {t for base in self.graph.call_targets(fid, index)
@@ -300,8 +298,8 @@ class Buffers(BufferFlow):
                             how = mutation.how if mutation.entry_fid else \
                                 f"{mutation.how} on parameter `{param}` of {self.project.label(target)}"
                             out.setdefault(key, []).append(mutation._replace(
-                                how=f"{how}, passed at {self.project.where(fid, call[C_LINE])}",
-                                entry_fid=fid, entry_with=call[C_WITH], entry_line=call[C_LINE]))
+                                how=f"{how}, passed at {self.project.where(fid, call.line)}",
+                                entry_fid=fid, entry_with=call.with_index, entry_line=call.line))
 
     def matches(self, alloc_key: BufferKey, key: BufferKey) -> bool:
         if alloc_key == key:
@@ -318,7 +316,7 @@ def _base_name(fn: dict, expr: list) -> str:
         if expr[0] == "s":
             expr = expr[1]
         elif expr[0] == "c":
-            receiver, method = method_call(fn["calls"][expr[1]][C_FUNC])
+            receiver, method = method_call(fn["calls"][expr[1]].func)
             if receiver is None or method not in names.VIEW_METHODS:
                 return ""
             expr = receiver
@@ -329,8 +327,8 @@ def _base_name(fn: dict, expr: list) -> str:
 
 def _dedented_between(fn: dict, first: int, last: int, col: int) -> bool:
     """Whether a call or assignment on a line between ``first`` and ``last`` starts left of ``col``."""
-    return any(first < call[C_LINE] < last and call[C_COL] < col for call in fn["calls"]) or any(
-        first < fact[A_LINE] < last and fact[A_COL] < col for fact in fn["assigns"])
+    return any(first < call.line < last and call.col < col for call in fn["calls"]) or any(
+        first < fact.line < last and fact.col < col for fact in fn["assigns"])
 
 
 _OPERATORS = {"Add": "+=", "Sub": "-=", "Mult": "*=", "Div": "/=", "FloorDiv": "//=", "Mod": "%=", "Pow": "**=",

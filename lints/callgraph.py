@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from .project import Project
-from .summary_records import C_ARGS, C_FUNC, C_KWARGS, C_LINE, D_EXPR, callee_leaf
+from .summary_records import callee_leaf
 from .symbols import CLASS, FUNC, INSTANCE, LOCAL, fid_of
 
 _GENERIC_METHODS = frozenset({"forward", "__call__", "__init__", "run", "apply", "get", "update", "step",
@@ -48,14 +48,14 @@ class CallGraph:
             return cached
         out = list(self.edges(fid, loose=True))
         for index, call in enumerate(self.project.function(fid)["calls"]):
-            args = call[C_ARGS]
-            if not args or args[0][0] != "k" or not isinstance(args[0][1], str) or call[C_FUNC][0] != "n":
+            args = call.args
+            if not args or args[0][0] != "k" or not isinstance(args[0][1], str) or call.func[0] != "n":
                 continue
-            leaf = callee_leaf(call[C_FUNC])
+            leaf = callee_leaf(call.func)
             if "rpc" in leaf.lower() or leaf in _BY_NAME_CALLERS:
                 methods = self.project.methods_named(args[0][1])
                 if 0 < len(methods) <= _BY_NAME_LIMIT:
-                    out.extend(Edge(fid, target, index, call[C_LINE], "by-name") for target in methods)
+                    out.extend(Edge(fid, target, index, call.line, "by-name") for target in methods)
         self._runs[fid] = out
         return out
 
@@ -84,7 +84,7 @@ class CallGraph:
             return strict if strict else self._loose_targets(fid, index)
         project = self.project
         call = project.function(fid)["calls"][index]
-        func = call[C_FUNC]
+        func = call.func
         if func[0] != "n":
             return []
         symbol = project.resolve(fid, func[1])
@@ -104,7 +104,7 @@ class CallGraph:
 
     def _loose_targets(self, fid: str, index: int) -> list[str]:
         """``obj.method()`` on an object of unknown class: the one project class's method of that name."""
-        func = self.project.function(fid)["calls"][index][C_FUNC]
+        func = self.project.function(fid)["calls"][index].func
         if func[0] != "n" or "." not in func[1]:
             return []
         leaf = callee_leaf(func)
@@ -138,9 +138,9 @@ class CallGraph:
                 return symbol.target
         elif value[0] == "c":
             call = self.project.function(fid)["calls"][value[1]]
-            func = call[C_FUNC]
-            if func[0] == "n" and callee_leaf(func) == "partial" and call[C_ARGS]:
-                return self.function_ref(fid, call[C_ARGS][0])
+            func = call.func
+            if func[0] == "n" and callee_leaf(func) == "partial" and call.args:
+                return self.function_ref(fid, call.args[0])
         return None
 
     def edges(self, fid: str, loose: bool = False) -> list[Edge]:
@@ -152,7 +152,7 @@ class CallGraph:
             out = self.edges(fid)
             strict_calls = {e.call for e in out if e.how == "call"}
             calls = self.project.function(fid)["calls"]
-            extra = [Edge(fid, target, index, calls[index][C_LINE], "loose") for index in self._called(fid)
+            extra = [Edge(fid, target, index, calls[index].line, "loose") for index in self._called(fid)
                      if index not in strict_calls for target in self.call_targets(fid, index, loose=True)]
             if extra:
                 out = sorted(out + extra, key=lambda e: (e.call < 0, e.call, _EDGE_ORDER[e.how]))
@@ -164,12 +164,12 @@ class CallGraph:
         for index in self._called(fid):
             call = fn["calls"][index]
             for target in self.call_targets(fid, index):
-                out.append(Edge(fid, target, index, call[C_LINE], "call"))
-            for arg in [*call[C_ARGS], *call[C_KWARGS].values()]:
+                out.append(Edge(fid, target, index, call.line, "call"))
+            for arg in [*call.args, *call.kwargs.values()]:
                 if arg[0] == "n":
                     target = self.function_ref(fid, arg)
                     if target is not None and target != fid:
-                        out.append(Edge(fid, target, index, call[C_LINE], "argument"))
+                        out.append(Edge(fid, target, index, call.line, "argument"))
         for nested in fn["nested"]:
             target = fid_of(summary["module"], nested)
             out.append(Edge(fid, target, -1, project.function(target)["line"], "nested"))
@@ -180,7 +180,7 @@ class CallGraph:
         """The indices of the calls ``fid`` makes when it runs: a decorator runs once, where the function is
         defined, not when it is called."""
         fn = self.project.function(fid)
-        decorators = {dec[D_EXPR][1] for dec in fn["dec"] if dec[D_EXPR][0] == "c"}
+        decorators = {dec.expr[1] for dec in fn["dec"] if dec.expr[0] == "c"}
         if not decorators:
             return range(len(fn["calls"]))
         return [index for index in range(len(fn["calls"])) if index not in decorators]

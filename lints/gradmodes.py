@@ -22,8 +22,7 @@ from typing import NamedTuple, Optional
 from .callgraph import CallGraph, Edge
 from .project import Project
 from .regions import ENABLE_GRAD, INFERENCE, INFERENCE_OFF, NO_GRAD, PARAM_MODE, Mode, Regions
-from .summary_records import (C_FUNC, C_GUARD, C_WITH, D_LINE, G_NAMES, G_PARENT, MODULE_SCOPE, W_LINE, callee_leaf,
-                              enclosing_withs)
+from .summary_records import MODULE_SCOPE, callee_leaf, enclosing_withs
 
 ON, OFF, UNKNOWN = "on", "off", "unknown"
 # entry-grad-mode values and the state each gives
@@ -63,13 +62,13 @@ class GradModes:
     # layers: what a function switches around a fact ------------------------------------
     def layers(self, fid: str, with_index: int) -> list[tuple[tuple[Mode, ...], int]]:
         """(modes one switch may enter, its line), outermost first: decorators, then the withs around."""
-        out = [((mode._replace(via=f"`@{mode.via.strip('`')}`"),), dec[D_LINE])
+        out = [((mode._replace(via=f"`@{mode.via.strip('`')}`"),), dec.line)
                for mode, dec in self.regions.decorator_modes(fid)]
         fn = self.project.function(fid)
         for index in reversed(list(enclosing_withs(fn, with_index))):
             for modes in self.regions.with_modes(fid, index):
                 if modes:
-                    out.append((modes, fn["withs"][index][W_LINE]))
+                    out.append((modes, fn["withs"][index].line))
         return out
 
     def apply(self, fid: str, with_index: int, state: str, step: Step) -> list[tuple[str, Origin]]:
@@ -148,16 +147,16 @@ class GradModes:
             is_module = fn["name"] == MODULE_SCOPE
             for edge in self.graph.runs(fid):
                 call = calls[edge.call] if edge.call >= 0 else None
-                if call is not None and edge.how == "argument" and callee_leaf(call[C_FUNC]) in _FRESH_THREAD_LEAVES:
-                    origin = Origin(fid, edge.line, f"a new thread or process (`{call[C_FUNC][1]}(...)`)")
+                if call is not None and edge.how == "argument" and callee_leaf(call.func) in _FRESH_THREAD_LEAVES:
+                    origin = Origin(fid, edge.line, f"a new thread or process (`{call.func[1]}(...)`)")
                     self._offer(queue, edge.callee, OFF, Step(fid, edge.line, origin))
                     continue
-                if call is not None and is_module and _under_main_guard(fn, call[C_GUARD]):
+                if call is not None and is_module and _under_main_guard(fn, call.guard):
                     origin = Origin(fid, edge.line, "no grad-mode context (`if __name__ == \"__main__\"`)")
-                    for new_state, new_origin in self.apply(fid, call[C_WITH], OFF, Step(None, 0, origin)):
+                    for new_state, new_origin in self.apply(fid, call.with_index, OFF, Step(None, 0, origin)):
                         self._offer(queue, edge.callee, new_state, Step(fid, edge.line, new_origin))
                     continue
-                with_index = call[C_WITH] if call is not None else -1
+                with_index = call.with_index if call is not None else -1
                 for new_state, origin in self.apply(fid, with_index, state, step):
                     self._offer(queue, edge.callee, new_state, Step(fid, edge.line, origin))
 
@@ -247,8 +246,8 @@ def _switch(mode: Mode, fid: str, line: int, current: list[tuple[str, Origin]], 
 def _under_main_guard(fn: dict, guard: int) -> bool:
     guards = fn["guards"]
     while guard >= 0:
-        names = guards[guard][G_NAMES]
+        names = guards[guard].names
         if "__name__" in names and "'__main__'" in names:
             return True
-        guard = guards[guard][G_PARENT]
+        guard = guards[guard].parent
     return False

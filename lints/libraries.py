@@ -29,7 +29,7 @@ import sysconfig
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Optional
 
-from .summary_records import MODULE_SCOPE
+from .summary_records import MODULE_SCOPE, with_records
 from .writes import write_new_file
 
 # Libraries whose facts the tool models itself (torch), or that hold no torch tensors or kernels
@@ -263,7 +263,7 @@ class LibraryCache:
         summary = self._loaded[dist].get(module.module)
         if summary is None:
             return None
-        return {**summary, "path": module.path}
+        return with_records({**summary, "path": module.path})
 
     def _read(self, dist: Distribution) -> dict[str, dict]:
         path = self._file(dist)

@@ -24,7 +24,7 @@ from .globs import name_match, path_match, relative_to
 from .options import LOADING_PATTERNS, Config
 from .project import Project
 from .regions import INFERENCE, Regions
-from .summary_records import C_FUNC, C_LINE, D_LINE, MODULE_SCOPE, R_VALUE, W_LINE, callee_leaf, enclosing_withs
+from .summary_records import MODULE_SCOPE, callee_leaf, enclosing_withs
 from .symbols import EXTERNAL
 
 WARM, SERVING, ENTRY = "warm", "serving", "entry"
@@ -93,20 +93,20 @@ class Phases:
         calls = fn["calls"]
         for index in fn["notable"]:
             call = calls[index]
-            func = call[C_FUNC]
+            func = call.func
             if func[0] != "n" or (leaf := callee_leaf(func)) not in names.SEMANTIC_LEAVES:
                 continue
             if leaf == "capture_begin":
-                found = f"calls `{func[1]}()` at line {call[C_LINE]}"
+                found = f"calls `{func[1]}()` at line {call.line}"
                 break
             symbol = self.project.resolve(fid, func[1])
             if symbol is None or symbol.kind != EXTERNAL:
                 continue
             if symbol.target in names.GRAPH_CAPTURE_NAMES:
-                found = f"captures a CUDA graph (`{func[1]}(...)` at line {call[C_LINE]})"
+                found = f"captures a CUDA graph (`{func[1]}(...)` at line {call.line})"
                 break
             if names.is_autotune(symbol.target):
-                found = f"enters `{symbol.target}(...)` at line {call[C_LINE]}"
+                found = f"enters `{symbol.target}(...)` at line {call.line}"
                 break
         self._semantic[fid] = found
         return found
@@ -118,9 +118,9 @@ class Phases:
             return True
         fn = self.project.function(fid)
         for ret in fn["rets"]:
-            value = ret[R_VALUE]
+            value = ret.value
             if value[0] == "c":
-                func = fn["calls"][value[1]][C_FUNC]
+                func = fn["calls"][value[1]].func
                 if func[0] == "n":
                     symbol = self.project.resolve(fid, func[1])
                     if symbol is not None and symbol.kind == EXTERNAL and names.is_autotune(symbol.target):
@@ -131,9 +131,9 @@ class Phases:
         calls = fn["calls"]
         for index in fn["notable"]:
             call = calls[index]
-            func = call[C_FUNC]
+            func = call.func
             if func[0] == "n" and func[1].endswith("." + names.REPLAY_LEAF) and "graph" in func[1].lower():
-                return call[C_LINE]
+                return call.line
         return None
 
     def _confirmed(self, fid: str) -> Optional[str]:
@@ -209,7 +209,7 @@ class Phases:
             current, level = queue.popleft()
             fn = self.project.function(current)
             for call in fn["calls"]:
-                func = call[C_FUNC]
+                func = call.func
                 if func[0] != "n" or (callee_leaf(func) not in _NO_WORK_CALLS
                                       and not func[1].startswith(_NO_WORK_MODULES)):
                     return True
@@ -288,12 +288,12 @@ class Phases:
                 for modes in self.regions.with_modes(fid, index):
                     chosen = next((m for m in modes if m.mode == INFERENCE), None)
                     if chosen is not None:
-                        out.append((fid, index, Region(fid, record[W_LINE], chosen.via)))
+                        out.append((fid, index, Region(fid, record.line, chosen.via)))
                         break
             if fn["dec"]:
                 for mode, dec in self.regions.decorator_modes(fid):
                     if mode.mode == INFERENCE:
-                        out.append((fid, -1, Region(fid, dec[D_LINE], f"@{mode.via.strip('`')}")))
+                        out.append((fid, -1, Region(fid, dec.line, f"@{mode.via.strip('`')}")))
                         break
         return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, Optional
 
-from .summary_records import A_TARGET, A_VALUE, MODULE_SCOPE
+from .summary_records import MODULE_SCOPE
 from .symbols import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, INSTANCE, LOCAL, MODULE, PARAM, Symbol, fid_of
 from .value_classes import ValueClasses
 
@@ -140,9 +140,9 @@ class Project(ValueClasses):
             values = {}
             fn = self.function(fid)
             for fact in fn["assigns"]:
-                target = fact[A_TARGET]
+                target = fact.target
                 if target[0] == "n" and "." not in target[1]:
-                    values.setdefault(target[1], []).append(fact[A_VALUE])
+                    values.setdefault(target[1], []).append(fact.value)
             for name in fn["locals"]:
                 values.setdefault(name, [])
             self._local_values[fid] = values

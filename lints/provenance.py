@@ -23,8 +23,7 @@ from . import names
 from .callgraph import CallGraph
 from .project import Project
 from .regions import Regions
-from .summary_records import A_OP, A_TARGET, A_VALUE, C_ARGS, C_FUNC, C_KWARGS, C_LINE, R_VALUE, R_YIELD, callee_leaf, \
-    method_call
+from .summary_records import callee_leaf, method_call
 from .symbols import CLASS, EXTERNAL, FUNC, LOCAL, PARAM
 
 # Methods that give a new tensor (a copy) of their receiver.
@@ -88,7 +87,7 @@ class Provenance:
         if value[0] == "c":
             for target in self._targets(fid, value[1]):
                 for ret in self.project.function(target)["rets"]:
-                    if not ret[R_YIELD] and (found := self._element(target, ret[R_VALUE], index, depth + 1)):
+                    if not ret.is_yield and (found := self._element(target, ret.value, index, depth + 1)):
                         return found
         return None
 
@@ -114,8 +113,8 @@ class Provenance:
         project = self.project
         fn = project.function(fid)
         call = fn["calls"][index]
-        func = call[C_FUNC]
-        where = project.where(fid, call[C_LINE])
+        func = call.func
+        where = project.where(fid, call.line)
         receiver, method = method_call(func)
         leaf = callee_leaf(func)
         if func[0] == "a" and leaf in names.TENSOR_METHOD_FACTORIES:
@@ -131,8 +130,8 @@ class Provenance:
             if self.copies and receiver is not None and leaf in COPYING_METHODS and not target.startswith("torch."):
                 return f"`{func[1]}()` (a copy) at {where}"
             # a wrapper of another library's given a new tensor: `pin_memory(torch.empty(...))`
-            if call[C_ARGS] and not target.startswith(("torch.", "builtins.")) and (
-                    found := self.fresh(fid, call[C_ARGS][0], depth + 1)):
+            if call.args and not target.startswith(("torch.", "builtins.")) and (
+                    found := self.fresh(fid, call.args[0], depth + 1)):
                 return found
             return None
         if receiver is not None and leaf in names.TENSOR_METHOD_FACTORIES and (
@@ -226,7 +225,7 @@ class Provenance:
         return None
 
     def _constructed(self, fid: str, call: list, cid: str, depth: int) -> Optional[str]:
-        for arg in [*call[C_ARGS], *call[C_KWARGS].values()]:
+        for arg in [*call.args, *call.kwargs.values()]:
             found = self.fresh(fid, arg, depth + 1)
             if found:
                 return found
@@ -240,7 +239,7 @@ class Provenance:
         self._returns[fid] = None  # guards recursion
         found = None
         for ret in self.project.function(fid)["rets"]:
-            if not ret[R_YIELD] and (found := self.fresh(fid, ret[R_VALUE], depth + 1)):
+            if not ret.is_yield and (found := self.fresh(fid, ret.value, depth + 1)):
                 break
         self._returns[fid] = found
         return found
@@ -251,8 +250,8 @@ class Provenance:
             fn = self.project.function(fid)
             params = set(fn["params"]) - {"self", "cls"}
             self._returned_params[fid] = frozenset(
-                ret[R_VALUE][1] for ret in fn["rets"]
-                if not ret[R_YIELD] and ret[R_VALUE][0] == "n" and ret[R_VALUE][1] in params)
+                ret.value[1] for ret in fn["rets"]
+                if not ret.is_yield and ret.value[0] == "n" and ret.value[1] in params)
         return self._returned_params[fid]
 
     def allocating_class(self, cid: str, depth: int = 0) -> Optional[str]:
@@ -271,9 +270,9 @@ class Provenance:
     def field_allocation(self, fid: str, depth: int = 0) -> Optional[str]:
         """How ``fid`` stores a new tensor into a field of ``self``, or None."""
         for fact in self.project.function(fid)["assigns"]:
-            target = fact[A_TARGET]
-            if fact[A_OP] is None and target[0] == "n" and target[1].startswith("self.") \
-                    and target[1].count(".") == 1 and (found := self.fresh(fid, fact[A_VALUE], depth + 1)):
+            target = fact.target
+            if fact.op is None and target[0] == "n" and target[1].startswith("self.") \
+                    and target[1].count(".") == 1 and (found := self.fresh(fid, fact.value, depth + 1)):
                 return found
         return None
 

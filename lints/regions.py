@@ -14,8 +14,7 @@ from typing import NamedTuple, Optional
 
 from . import names
 from .project import Project
-from .summary_records import (MODULE_SCOPE, C_ARGS, C_FUNC, C_KWARGS, C_LINE, C_WITH, D_EXPR, I_EXPR, R_VALUE, R_WITH,
-                              R_YIELD, W_ITEMS, callee_leaf, enclosing_withs)
+from .summary_records import MODULE_SCOPE, callee_leaf, enclosing_withs
 from .symbols import EXTERNAL, FUNC, GLOBAL, LOCAL, PARAM
 
 INFERENCE, INFERENCE_OFF, NO_GRAD, ENABLE_GRAD, UNKNOWN, PARAM_MODE = (
@@ -78,7 +77,7 @@ class Regions:
     def _call_modes(self, fid: str, index: int, depth: int) -> tuple[Mode, ...]:
         project = self.project
         call = project.function(fid)["calls"][index]
-        func = call[C_FUNC]
+        func = call.func
         if func[0] != "n":
             return ()
         symbol = project.resolve(fid, func[1])
@@ -86,7 +85,7 @@ class Regions:
             return ()
         text = f"`{func[1]}()`"
         if symbol.kind == EXTERNAL:
-            mode = names.switch_mode(symbol.target, call[C_ARGS], call[C_KWARGS])
+            mode = names.switch_mode(symbol.target, call.args, call.kwargs)
             return (Mode(mode, text, True, "", fid),) if mode else ()
         if symbol.kind == FUNC:
             return self._from_helper(symbol.target, text, call, fid, depth)
@@ -132,14 +131,14 @@ class Regions:
     def argument_for(self, callee: str, param: str, call: list) -> Optional[list]:
         """The expression a call passes for ``param`` of ``callee`` (its default if none)."""
         fn = self.project.function(callee)
-        if param in call[C_KWARGS]:
-            return call[C_KWARGS][param]
+        if param in call.kwargs:
+            return call.kwargs[param]
         params = fn["params"]
         offset = 1 if fn["cls"] is not None and params[:1] in (["self"], ["cls"]) else 0
         if param in params:
             position = params.index(param) - offset
-            if 0 <= position < len(call[C_ARGS]):
-                return call[C_ARGS][position]
+            if 0 <= position < len(call.args):
+                return call.args[position]
         return fn["defaults"].get(param)
 
     # functions ------------------------------------------------------------------
@@ -152,18 +151,18 @@ class Regions:
         out: list[Mode] = []
         is_cm = self.is_context_manager(fid)
         for ret in fn["rets"]:
-            if ret[R_YIELD]:
+            if ret.is_yield:
                 if is_cm:
-                    for modes in self.enclosing_modes(fid, ret[R_WITH]):
+                    for modes in self.enclosing_modes(fid, ret.with_index):
                         out.extend(m for m in modes if m.mode != PARAM_MODE and m not in out)
             elif not is_cm:
-                out.extend(m for m in self.modes_of(fid, ret[R_VALUE], depth + 1) if m not in out)
+                out.extend(m for m in self.modes_of(fid, ret.value, depth + 1) if m not in out)
         self._returns[fid] = tuple(out)
         return self._returns[fid]
 
     def is_context_manager(self, fid: str) -> bool:
         for dec in self.project.function(fid)["dec"]:
-            expr = dec[D_EXPR]
+            expr = dec.expr
             if expr[0] == "n":
                 symbol = self.project.resolve(fid, expr[1])
                 if symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.CONTEXTMANAGERS:
@@ -179,10 +178,10 @@ class Regions:
         fn = self.project.function(fid)
         out = []
         for dec in fn["dec"]:
-            for mode in self.modes_of(fid, dec[D_EXPR]):
+            for mode in self.modes_of(fid, dec.expr):
                 if mode.mode != PARAM_MODE:
                     out.append((mode, dec))
-            wrapped = self._wrapping_decorator(fid, dec[D_EXPR])
+            wrapped = self._wrapping_decorator(fid, dec.expr)
             if wrapped is not None:
                 out.append((wrapped, dec))
         self._decorators[fid] = tuple(out)
@@ -195,7 +194,7 @@ class Regions:
             symbol = self.project.resolve(fid, expr[1])
             target = symbol.target if symbol is not None and symbol.kind == FUNC else None
         elif expr[0] == "c":  # a decorator factory: @with_mode() returns the decorator
-            func = self.project.function(fid)["calls"][expr[1]][C_FUNC]
+            func = self.project.function(fid)["calls"][expr[1]].func
             symbol = self.project.resolve(fid, func[1]) if func[0] == "n" else None
             if symbol is not None and symbol.kind == FUNC:
                 target = self._returned_function(symbol.target)
@@ -207,20 +206,20 @@ class Regions:
         decorator = self.project.function(target)
         wrapped_param = decorator["params"][0] if decorator["params"] else None
         for index, call in enumerate(self.project.function(wrapper)["calls"]):
-            func = call[C_FUNC]
+            func = call.func
             if func[0] == "n" and func[1] == wrapped_param:
-                for modes in self.enclosing_modes(wrapper, call[C_WITH]):
+                for modes in self.enclosing_modes(wrapper, call.with_index):
                     for mode in modes:
                         if mode.mode in (INFERENCE, NO_GRAD, ENABLE_GRAD, INFERENCE_OFF):
                             return Mode(mode.mode, f"decorator `{decorator['qual']}` (runs the function under "
-                                                   f"{mode.via}, {self.project.where(wrapper, call[C_LINE])})", False,
+                                                   f"{mode.via}, {self.project.where(wrapper, call.line)})", False,
                                         "", mode.source or wrapper)
         return None
 
     def _returned_function(self, fid: str) -> Optional[str]:
         for ret in self.project.function(fid)["rets"]:
-            if not ret[R_YIELD]:
-                target = self.graph.function_ref(fid, ret[R_VALUE])
+            if not ret.is_yield:
+                target = self.graph.function_ref(fid, ret.value)
                 if target is not None:
                     return target
         return None
@@ -231,7 +230,7 @@ class Regions:
         cached = self._with_modes.get(key)
         if cached is None:
             record = self.project.function(fid)["withs"][with_index]
-            cached = tuple(self.modes_of(fid, item[I_EXPR]) for item in record[W_ITEMS])
+            cached = tuple(self.modes_of(fid, item.expr) for item in record.items)
             self._with_modes[key] = cached
         return cached
 

@@ -17,7 +17,7 @@ from .branch_tests import dotted_name, missing_names
 from .module_names import relative_import_base
 from .names import NOTABLE_CALL_LEAVES
 from .sources import source_lines
-from .summary_records import C_ARGS, MODULE_SCOPE, SCHEMA, W_BARE_CALLS, W_END, W_INNER, callee_leaf
+from .summary_records import MODULE_SCOPE, SCHEMA, Assign, Call, Decorator, Guard, Item, Return, With, callee_leaf
 
 _UNKNOWN = ["?"]
 _FRESH = ["f"]
@@ -190,17 +190,17 @@ class _Summarizer:
                 kwargs[kw.arg] = value
         line, col = self.pos(node)
         calls = scope.data["calls"]
-        calls.append([f, args, kwargs, line, col, scope.withs[-1] if scope.withs else -1,
-                      scope.guards[-1] if scope.guards else -1])
+        calls.append(Call(f, args, kwargs, line, col, scope.withs[-1] if scope.withs else -1,
+                          scope.guards[-1] if scope.guards else -1))
         if callee_leaf(f) in NOTABLE_CALL_LEAVES:
             scope.data["notable"].append(len(calls) - 1)
         return len(calls) - 1
 
     # statements ----------------------------------------------------------------
-    def _fact(self, target: list, value: list, op: Optional[str], node: ast.AST, scope: _Scope) -> list:
+    def _fact(self, target: list, value: list, op: Optional[str], node: ast.AST, scope: _Scope) -> Assign:
         line, col = self.pos(node)
-        return [target, value, op, line, col, scope.withs[-1] if scope.withs else -1,
-                scope.guards[-1] if scope.guards else -1]
+        return Assign(target, value, op, line, col, scope.withs[-1] if scope.withs else -1,
+                      scope.guards[-1] if scope.guards else -1)
 
     def _assign(self, target: ast.AST, value: list, op: Optional[str], node: ast.AST, scope: _Scope) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -238,11 +238,11 @@ class _Summarizer:
                   and _plain_constant(sub.value) is not None):
                 names.add(f"'{sub.value}'")
         guards = scope.data["guards"]
-        guards.append([sorted(names), scope.guards[-1] if scope.guards else -1, orelse, test.lineno,
-                       missing_names(test)])
+        guards.append(Guard(sorted(names), scope.guards[-1] if scope.guards else -1, orelse, test.lineno,
+                            missing_names(test)))
         return len(guards) - 1
 
-    def body(self, statements: Iterable[ast.stmt], scope: _Scope, record: Optional[list] = None) -> None:
+    def body(self, statements: Iterable[ast.stmt], scope: _Scope, record: Optional[With] = None) -> None:
         """Walk a block; ``record`` (a with-statement) learns which of its statements are bare calls or withs."""
         pushed = 0
         calls = scope.data["calls"]
@@ -256,9 +256,9 @@ class _Summarizer:
                 if isinstance(value, ast.Await):
                     value = value.value
                 if isinstance(value, ast.Call) and len(calls) > calls_before:
-                    record[W_BARE_CALLS].append(len(calls) - 1)
+                    record.bare_calls.append(len(calls) - 1)
                 elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-                    record[W_INNER].append(before)
+                    record.inner_withs.append(before)
             # `stack.enter_context(ctx)`: ctx is active until the end of this block
             if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
                     and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "enter_context"
@@ -266,14 +266,15 @@ class _Summarizer:
                 call = scope.data["calls"][-1] if scope.data["calls"] else None
                 line, col = self.pos(stmt.value.args[0])
                 withs = scope.data["withs"]
-                withs.append([line, col, [[call[C_ARGS][0] if call else _UNKNOWN, line, col, False]],
-                              scope.withs[-1] if scope.withs else -1, True, stmt.end_lineno, 0, [], []])
+                withs.append(With(line, col, [Item(call.args[0] if call else _UNKNOWN, line, col, False)],
+                                  scope.withs[-1] if scope.withs else -1, True, stmt.end_lineno, 0, [], []))
                 scope.withs.append(len(withs) - 1)
                 pushed += 1
         if pushed:
             last = stmt.end_lineno if stmt is not None else 0
+            withs = scope.data["withs"]
             for index in scope.withs[-pushed:]:
-                scope.data["withs"][index][W_END] = last
+                withs[index] = withs[index]._replace(end_line=last)
             del scope.withs[-pushed:]
 
     def block(self, statements: list[ast.stmt], scope: _Scope) -> None:
@@ -319,14 +320,14 @@ class _Summarizer:
             for item in stmt.items:
                 value = self.expr(item.context_expr, scope)
                 line, col = self.pos(item.context_expr)
-                items.append([value, line, col, item.optional_vars is not None])
+                items.append(Item(value, line, col, item.optional_vars is not None))
                 if isinstance(item.optional_vars, ast.Name):
                     scope.data["assigns"].append(self._fact(["n", item.optional_vars.id], ["?"], "with",
                                                             item.optional_vars, scope))
             line, col = self.pos(stmt)
             withs = scope.data["withs"]
-            record = [line, col, items, scope.withs[-1] if scope.withs else -1, False, stmt.end_lineno,
-                      len(stmt.body), [], []]
+            record = With(line, col, items, scope.withs[-1] if scope.withs else -1, False, stmt.end_lineno,
+                          len(stmt.body), [], [])
             withs.append(record)
             scope.withs.append(len(withs) - 1)
             self.body(stmt.body, scope, record)
@@ -366,8 +367,8 @@ class _Summarizer:
 
     def _return(self, value: Optional[ast.AST], node: ast.AST, scope: _Scope, is_yield: bool) -> None:
         line, col = self.pos(node)
-        scope.data["rets"].append([self.expr(value, scope) if value is not None else ["k", None],
-                                   line, col, scope.withs[-1] if scope.withs else -1, is_yield])
+        scope.data["rets"].append(Return(self.expr(value, scope) if value is not None else ["k", None],
+                                         line, col, scope.withs[-1] if scope.withs else -1, is_yield))
 
     # definitions ---------------------------------------------------------------
     def function(self, node: ast.AST, outer: _Scope, cls: Optional[str]) -> None:
@@ -381,7 +382,7 @@ class _Summarizer:
         scope = _Scope(data, qual)
         for dec in node.decorator_list:
             dline, dcol = self.pos(dec)
-            data["dec"].append([self.expr(dec, scope), dline, dcol])
+            data["dec"].append(Decorator(self.expr(dec, scope), dline, dcol))
         args = node.args
         positional = [*args.posonlyargs, *args.args]
         for arg in [*positional, *([args.vararg] if args.vararg else []), *args.kwonlyargs,

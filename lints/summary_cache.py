@@ -18,7 +18,7 @@ from .gc_pause import collector_paused
 from .gitignore import rules_at
 from .model import FileError, Finding
 from .sources import read_regular_bytes
-from .summary_records import SCHEMA
+from .summary_records import SCHEMA, with_records
 from .walk import discover
 from .warn import warn
 
@@ -122,7 +122,7 @@ class SummaryCache:
         entry = self._load().get(path)
         if (isinstance(entry, list) and len(entry) == 2 and entry[0] == key and isinstance(entry[1], dict)
                 and entry[1].get("schema") == SCHEMA and entry[1].get("path") == path and _well_shaped(entry[1])):
-            return entry[1]
+            return with_records(entry[1])
         return None
 
     def forget(self) -> None:

@@ -14,6 +14,7 @@ from .model import FileError
 from .sources import MAX_FILE_BYTES, SourceFile, read_source, source_from_text
 from .summary import summarize
 from .summary_cache import SummaryCache, encode_json
+from .summary_records import with_records
 from .workers import HandOver, run_jobs
 
 
@@ -181,7 +182,7 @@ def _pack_summary(result: tuple[str, Union[dict, FileError]]) -> tuple[str, Unio
 def _unpack_summary(packed: tuple[str, Union[str, FileError]]) -> tuple:
     """In the main process: ``(key, summary, text)`` for a summary that came as text, else as it came."""
     key, value = packed
-    return (key, json.loads(value), value) if isinstance(value, str) else packed
+    return (key, with_records(json.loads(value)), value) if isinstance(value, str) else packed
 
 
 SUMMARY_HAND_OVER = HandOver(_pack_summary, _unpack_summary)

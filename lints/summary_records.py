@@ -20,29 +20,94 @@ Expressions are kept in a small tagged form, enough to follow names, calls and c
 """
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator, NamedTuple, Optional
 
 SCHEMA = 12
 MODULE_SCOPE = "<module>"
 
-# Records are positional lists (summaries of a large tree are tens of MB of JSON).
-# call:      [func, args, kwargs, line, col, with, guard]
-C_FUNC, C_ARGS, C_KWARGS, C_LINE, C_COL, C_WITH, C_GUARD = range(7)
-# assign:    [target, value, op, line, col, with, guard]   (op: None, "with", or an AugAssign operator)
-A_TARGET, A_VALUE, A_OP, A_LINE, A_COL, A_WITH, A_GUARD = range(7)
-# return:    [value, line, col, with, is_yield]
-R_VALUE, R_LINE, R_COL, R_WITH, R_YIELD = range(5)
-# with:      [line, col, items, parent, is_enter_context, end_line, statements, bare_calls, inner_withs]
-#            (statements of the body; calls that are whole statements of it; withs that are statements of it)
-W_LINE, W_COL, W_ITEMS, W_PARENT, W_ENTER, W_END, W_STATEMENTS, W_BARE_CALLS, W_INNER = range(9)
-# item:      [expr, line, col, has_as]
-I_EXPR, I_LINE, I_COL, I_AS = range(4)
-# guard (an if-branch): [names in the test, parent, in_orelse, line, names the test finds missing or stale]
-# (``branch_tests.missing_names``: the body of `if self._buf is None:` allocates it; of `if self._pool is not
-# None:` it does not)
-G_NAMES, G_PARENT, G_ORELSE, G_LINE, G_MISSING = range(5)
-# decorator: [expr, line, col]
-D_EXPR, D_LINE, D_COL = range(3)
+# Records are NamedTuples: named fields, and still JSON arrays (summaries of a large tree are tens of MB of
+# JSON). `bench/record_decoding.py` measured them against plain lists and msgspec structs.
+
+
+class Call(NamedTuple):
+    func: list
+    args: list
+    kwargs: dict
+    line: int
+    col: int
+    with_index: int  # the innermost with around it (-1: none)
+    guard: int  # the innermost if-branch around it (-1: none)
+
+
+class Assign(NamedTuple):
+    target: list
+    value: list
+    op: Optional[str]  # None, "with", or an AugAssign operator
+    line: int
+    col: int
+    with_index: int
+    guard: int
+
+
+class Return(NamedTuple):
+    value: list
+    line: int
+    col: int
+    with_index: int
+    is_yield: bool
+
+
+class Item(NamedTuple):
+    """One item of a with statement."""
+    expr: list
+    line: int
+    col: int
+    has_as: bool
+
+
+class With(NamedTuple):
+    line: int
+    col: int
+    items: list  # of Item
+    parent: int  # the with around it (-1: none)
+    is_enter_context: bool
+    end_line: int
+    statements: list  # the statements of its body
+    bare_calls: list  # the calls that are whole statements of its body
+    inner_withs: list  # the withs that are statements of its body
+
+
+class Guard(NamedTuple):
+    """An if-branch."""
+    names: list  # the names in its test
+    parent: int  # the branch around it (-1: none)
+    in_orelse: bool
+    line: int
+    missing: list  # the names its test finds missing or stale (``branch_tests.missing_names``)
+
+
+class Decorator(NamedTuple):
+    expr: list
+    line: int
+    col: int
+
+
+_RECORDS = {"calls": Call, "assigns": Assign, "rets": Return, "guards": Guard, "dec": Decorator}
+
+
+def with_records(summary: dict) -> dict:
+    """``summary`` with its records as the NamedTuples above, in place (JSON gives them back as lists)."""
+    for fn in summary["functions"].values():
+        for field, record in _RECORDS.items():
+            records = fn[field]
+            if records and type(records[0]) is list:
+                fn[field] = [record(*r) for r in records]
+        withs = fn["withs"]
+        if withs and type(withs[0]) is list:
+            fn["withs"] = [With(w[0], w[1], [Item(*i) for i in w[2]], *w[3:]) for w in withs]
+    return summary
+
+
 # A function's "blocks": [first line, last line] of each body of a loop, a try (its handlers, else and
 # finally too) and a match case, which may run without the code before or after it (if-branches are
 # guards and with-bodies are withs).
@@ -60,7 +125,7 @@ def enclosing_withs(fn: dict, with_index: int) -> Iterator[int]:
     withs = fn["withs"]
     while with_index >= 0:
         yield with_index
-        with_index = withs[with_index][W_PARENT]
+        with_index = withs[with_index].parent
 
 
 def method_call(func: list) -> tuple[Optional[list], str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from . import names
-from .summary_records import A_OP, A_TARGET, A_VALUE, C_ARGS, C_FUNC, MODULE_SCOPE, R_VALUE, R_YIELD, method_call
+from .summary_records import MODULE_SCOPE, method_call
 from .symbols import CLASS, EXTERNAL, FUNC, INSTANCE, Symbol, fid_of
 
 
@@ -55,13 +55,13 @@ class ValueClasses:
             counts: dict[str, int] = {}
             for _summary, fn in self.functions.values():
                 for fact in fn["assigns"]:
-                    target = fact[A_TARGET]
+                    target = fact.target
                     leaf = target[1].rpartition(".")[2] if target[0] == "n" and "." in target[1] else (
                         target[2] if target[0] == "a" else None)
                     if leaf is not None:
                         counts[leaf] = counts.get(leaf, 0) + 1
                 for call in fn["calls"]:
-                    func, args = call[C_FUNC], call[C_ARGS]
+                    func, args = call.func, call.args
                     if func[0] == "n" and func[1] == "setattr" and len(args) > 1 and args[1][0] == "k" \
                             and isinstance(args[1][1], str):
                         counts[args[1][1]] = counts.get(args[1][1], 0) + 2  # never an alias: rebound at run time
@@ -79,12 +79,12 @@ class ValueClasses:
             if fid not in self.functions:
                 continue
             for fact in self.function(fid)["assigns"]:
-                target = fact[A_TARGET]
+                target = fact.target
                 if target[0] != "n" or not target[1].startswith("self.") or target[1].count(".") != 1:
                     continue
-                value = fact[A_VALUE]
+                value = fact.value
                 # only grad-mode switches: what the rules need, and few enough that checking each is cheap
-                symbol = self.resolve(fid, value[1]) if (value[0] == "n" and fact[A_OP] is None and value[1]
+                symbol = self.resolve(fid, value[1]) if (value[0] == "n" and fact.op is None and value[1]
                                                          .rpartition(".")[2] in names.SWITCH_LEAVES) else None
                 out.setdefault(target[1][5:], []).append(symbol if symbol is not None and symbol.kind == EXTERNAL
                                                           and symbol.target in names.GRAD_MODE_CLASSES else None)
@@ -105,8 +105,8 @@ class ValueClasses:
         bound_once: dict[str, int] = {}
         for fid in methods:
             for fact in self.function(fid)["assigns"]:
-                if fact[A_TARGET][0] == "n":
-                    bound_once[fact[A_TARGET][1]] = bound_once.get(fact[A_TARGET][1], 0) + 1
+                if fact.target[0] == "n":
+                    bound_once[fact.target[1]] = bound_once.get(fact.target[1], 0) + 1
         for fid in methods:
             fn = self.function(fid)
             for target, annotation in fn["ann"].items():
@@ -115,10 +115,10 @@ class ValueClasses:
                     if symbol is not None and symbol.kind == CLASS:
                         types.setdefault(target[5:], symbol.target)
             for fact in fn["assigns"]:
-                target = fact[A_TARGET]
+                target = fact.target
                 if target[0] != "n" or not target[1].startswith("self.") or target[1].count(".") != 1:
                     continue
-                cls_id = self.class_of_value(fid, fact[A_VALUE], factories=bound_once.get(target[1], 0) == 1)
+                cls_id = self.class_of_value(fid, fact.value, factories=bound_once.get(target[1], 0) == 1)
                 if cls_id is not None:
                     types.setdefault(target[1][5:], cls_id)
         return types
@@ -131,7 +131,7 @@ class ValueClasses:
         if depth > 4:
             return None
         if value[0] == "c":
-            func = self.function(fid)["calls"][value[1]][C_FUNC]
+            func = self.function(fid)["calls"][value[1]].func
             receiver, method = method_call(func)
             if receiver is not None and method in names.MODULE_RETURNING_METHODS:
                 # `Model(cfg).cuda()`, `self.model.to(device).eval()`: an nn.Module's own methods give it back
@@ -169,7 +169,7 @@ class ValueClasses:
             return self.class_of_value(fid, value[1][index], depth + 1) if index < len(value[1]) else None
         if value[0] != "c":
             return None
-        func = self.function(fid)["calls"][value[1]][C_FUNC]
+        func = self.function(fid)["calls"][value[1]].func
         symbol = self.resolve(fid, func[1]) if func[0] == "n" else None
         if symbol is None or symbol.kind != FUNC:
             return None
@@ -179,8 +179,8 @@ class ValueClasses:
             found = self.resolve(symbol.target, declared[index])
             if found is not None and found.kind == CLASS:
                 return found.target
-        classes = {self._element_class(symbol.target, ret[R_VALUE], index, depth + 1)
-                   for ret in target["rets"] if not ret[R_YIELD] and ret[R_VALUE][0] == "t"}
+        classes = {self._element_class(symbol.target, ret.value, index, depth + 1)
+                   for ret in target["rets"] if not ret.is_yield and ret.value[0] == "t"}
         return classes.pop() if len(classes) == 1 else None
 
     def _returned_class(self, fid: str, depth: int) -> Optional[str]:
@@ -190,7 +190,7 @@ class ValueClasses:
             return self._returned_classes[fid]
         self._returned_classes[fid] = None  # guards recursion
         fn = self.function(fid)
-        returns = [ret[R_VALUE] for ret in fn["rets"] if not ret[R_YIELD]]
+        returns = [ret.value for ret in fn["rets"] if not ret.is_yield]
         found = {self.class_of_value(fid, value, depth, factories=True) for value in returns}
         result = found.pop() if len(found) == 1 and returns else None
         self._returned_classes[fid] = result

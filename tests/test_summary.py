@@ -75,7 +75,7 @@ def test_module_level_enter_context_spans_every_chunk(monkeypatch):
     assert chunks > 3 and misfits == 0
     assert got == _whole(text)
     withs = got["functions"][summary_records.MODULE_SCOPE]["withs"]
-    assert withs[0][summary_records.W_END] == text.count("\n")  # open to the end of the module, not of a chunk
+    assert withs[0].end_line == text.count("\n")  # open to the end of the module, not of a chunk
 
 
 def test_syntax_error_is_reported_at_its_line_of_the_whole_file(monkeypatch):
@@ -135,7 +135,7 @@ def _notable_by_scan(fn: dict) -> list[int]:
     """What ``notable`` must hold, from every call of the function."""
     out = []
     for index, call in enumerate(fn["calls"]):
-        func = call[summary_records.C_FUNC]
+        func = call.func
         leaf = func[1].rsplit(".", 1)[-1] if func[0] == "n" else func[2] if func[0] == "a" else None
         if leaf in names.NOTABLE_CALL_LEAVES:
             out.append(index)
@@ -154,7 +154,7 @@ def test_notable_calls_are_the_calls_named_with_a_notable_word():
             "    empty_cache()\n"                       # `empty_cache` is no `empty`: not notable
             "    print(torch.zeros_like(a))\n")         # inner call notable, print() not
     fn = summary.summarize(text, "m.py", "m")["functions"]["f"]
-    leaves = [fn["calls"][i][summary_records.C_FUNC] for i in fn["notable"]]
+    leaves = [fn["calls"][i].func for i in fn["notable"]]
     assert leaves == [["n", "torch.empty"], ["n", "x.new_zeros"], ["a", ["c", 2], "new_empty"],
                       ["n", "torch.cuda.graph"], ["n", "g.replay"], ["n", "torch.zeros_like"]]
     assert fn["notable"] == _notable_by_scan(fn)

@@ -6,7 +6,6 @@ from typing import Optional
 from ..analysis import ProjectAnalysis
 from ..buffers import Allocation, Mutation
 from ..provenance import CONSTRUCTORS
-from ..summary_records import G_PARENT
 
 
 def lazy_buffers(analysis: ProjectAnalysis) -> list[tuple[Allocation, list[Mutation]]]:
@@ -58,5 +57,5 @@ def _inside_guard(analysis: ProjectAnalysis, mutation: Mutation, alloc: Allocati
     while guard >= 0:
         if guard == alloc.guard:
             return True
-        guard = guards[guard][G_PARENT]
+        guard = guards[guard].parent
     return False

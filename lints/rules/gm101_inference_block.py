@@ -6,7 +6,6 @@ from ..analysis import ProjectAnalysis
 from ..model import Finding, Fix
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
-from ..summary_records import I_AS, I_COL, I_LINE, W_COL, W_ITEMS, W_LINE
 from ._warm import mismatched_warm_functions, warm_switches, where
 
 
@@ -170,7 +169,7 @@ class InferenceModeBlockInWarmPath(Rule):
         for switch, why in warm_switches(analysis, INFERENCE):
             if switch.role == "with":
                 record = project.function(switch.fid)["withs"][switch.with_index]
-                fixes = (_with_fix(record, [switch.item], safe=not record[W_ITEMS][switch.item][I_AS]),)
+                fixes = (_with_fix(record, [switch.item], safe=not record.items[switch.item].has_as),)
                 yield self.finding(analysis, switch.fid, switch.line, switch.col,
                                    f"`with {switch.text}` {where(analysis, switch.fid)}", (why, CRASH), fixes)
             elif switch.role == "enter_context":
@@ -181,14 +180,14 @@ class InferenceModeBlockInWarmPath(Rule):
             record_list = project.function(fid)["withs"]
             for w_index, i_index, mode in analysis.indirect_with_items(fid):
                 record = record_list[w_index]
-                item = record[W_ITEMS][i_index]
-                yield self.finding(analysis, fid, item[I_LINE], item[I_COL],
+                item = record.items[i_index]
+                yield self.finding(analysis, fid, item.line, item.col,
                                    f"with-item enters inference mode through {mode.via} {where(analysis, fid)}",
                                    (analysis.phases.why_warm(fid), CRASH),
                                    (_with_fix(record, [i_index], safe=False),))
 
 
 def _with_fix(record: list, items: list[int], safe: bool) -> Fix:
-    positions = tuple((record[W_ITEMS][i][I_LINE], record[W_ITEMS][i][I_COL]) for i in items)
-    action = "unwrap_with" if len(items) == len(record[W_ITEMS]) else "drop_with_item"
-    return Fix(action, (record[W_LINE], record[W_COL]), safe, positions)
+    positions = tuple((record.items[i].line, record.items[i].col) for i in items)
+    action = "unwrap_with" if len(items) == len(record.items) else "drop_with_item"
+    return Fix(action, (record.line, record.col), safe, positions)

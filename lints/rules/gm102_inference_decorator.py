@@ -6,7 +6,6 @@ from ..analysis import ProjectAnalysis
 from ..model import Finding, Fix
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
-from ..summary_records import D_COL, D_LINE
 from ._warm import mismatched_warm_functions, warm_switches, where
 
 
@@ -123,7 +122,7 @@ class InferenceModeDecoratorOnWarmPath(Rule):
                 continue
             for mode, dec in analysis.regions.decorator_modes(fid):
                 if mode.mode == INFERENCE and not mode.direct and mode.source != fid:
-                    yield self.finding(analysis, fid, dec[D_LINE], dec[D_COL],
+                    yield self.finding(analysis, fid, dec.line, dec.col,
                                        f"{mode.via} {where(analysis, fid)}",
                                        (analysis.phases.why_warm(fid), CRASH))
                     break

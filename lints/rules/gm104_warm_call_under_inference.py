@@ -8,8 +8,7 @@ from ..model import Finding, Fix
 from ..globs import name_match
 from ..regions import INFERENCE
 from ..rule import CRASH, Rule
-from ..summary_records import (C_COL, C_FUNC, C_LINE, C_WITH, D_COL, D_LINE, I_AS, I_COL, I_LINE, W_BARE_CALLS, W_COL,
-                               W_ENTER, W_INNER, W_ITEMS, W_LINE, W_PARENT, W_STATEMENTS, callee_leaf)
+from ..summary_records import callee_leaf
 
 
 class WarmPathCalledUnderInferenceMode(Rule):
@@ -84,9 +83,9 @@ class WarmPathCalledUnderInferenceMode(Rule):
             warm_calls: dict[int, str] = {}
             names_only: dict[int, str] = {}
             for index, call in enumerate(fn["calls"]):
-                if with_index >= 0 and not phases._inside(fn, call[C_WITH], with_index):
+                if with_index >= 0 and not phases._inside(fn, call.with_index, with_index):
                     continue
-                state = analysis.regions.inference_state(fid, call[C_WITH])
+                state = analysis.regions.inference_state(fid, call.with_index)
                 if state is None or state[0] != INFERENCE:
                     continue
                 targets = analysis.graph.call_targets(fid, index)
@@ -97,7 +96,7 @@ class WarmPathCalledUnderInferenceMode(Rule):
                     if warm is not None and not phases.roots[warm].loading:  # a test may load under it
                         warm_calls[index] = warm
                         break
-                func = call[C_FUNC]
+                func = call.func
                 if not targets and func[0] == "n" and (pattern := name_match(callee_leaf(func),
                                                                          analysis.config.path_patterns)) \
                         and pattern not in LOADING_PATTERNS:
@@ -117,8 +116,8 @@ class WarmPathCalledUnderInferenceMode(Rule):
                     callee = project.label(warm)
                     note = f"{callee} is a warm path ({phases.why_warm(warm)})"
                 else:
-                    callee, note = f"`{call[C_FUNC][1]}()`", names_only[index]
-                yield self.finding(analysis, fid, call[C_LINE], call[C_COL],
+                    callee, note = f"`{call.func[1]}()`", names_only[index]
+                yield self.finding(analysis, fid, call.line, call.col,
                                    f"warm path {callee} called under {origin.via} (line {origin.line})",
                                    (note, CRASH) + (("the caller is shared with serving: fix it there by hand",)
                                               if shared else ()), fixes)
@@ -129,23 +128,23 @@ class WarmPathCalledUnderInferenceMode(Rule):
         items = [i for i, modes in enumerate(analysis.regions.with_modes(fid, with_index))
                  if any(m.mode == INFERENCE and m.direct for m in modes)]
         safe = bool(items) and _only_warm(fn, with_index, warm_calls) and not any(
-            record[W_ITEMS][i][I_AS] for i in items)
-        positions = tuple((record[W_ITEMS][i][I_LINE], record[W_ITEMS][i][I_COL]) for i in items)
-        if record[W_ENTER]:  # `stack.enter_context(torch.inference_mode())`: the switch becomes a null context
-            return Fix("null_context", positions[0] if positions else (record[W_LINE], record[W_COL]), bool(items))
-        action = "unwrap_with" if len(items) == len(record[W_ITEMS]) else "drop_with_item"
-        return Fix(action, (record[W_LINE], record[W_COL]), safe, positions)
+            record.items[i].has_as for i in items)
+        positions = tuple((record.items[i].line, record.items[i].col) for i in items)
+        if record.is_enter_context:  # `stack.enter_context(torch.inference_mode())`: the switch becomes a null context
+            return Fix("null_context", positions[0] if positions else (record.line, record.col), bool(items))
+        action = "unwrap_with" if len(items) == len(record.items) else "drop_with_item"
+        return Fix(action, (record.line, record.col), safe, positions)
 
 
 def _only_warm(fn: dict, with_index: int, warm_calls: set[int]) -> bool:
     """Every statement of the block is a bare warm call, or a with holding only such calls."""
     record = fn["withs"][with_index]
-    bare = record[W_BARE_CALLS]
-    inner = record[W_INNER]
-    if len(bare) + len(inner) != record[W_STATEMENTS] or not all(c in warm_calls for c in bare):
+    bare = record.bare_calls
+    inner = record.inner_withs
+    if len(bare) + len(inner) != record.statements or not all(c in warm_calls for c in bare):
         return False
-    return all(_only_warm(fn, w, warm_calls) for w in inner if fn["withs"][w][W_PARENT] == with_index)
+    return all(_only_warm(fn, w, warm_calls) for w in inner if fn["withs"][w].parent == with_index)
 
 
 def _decorator_col(fn: dict, line: int) -> int:
-    return next((dec[D_COL] for dec in fn["dec"] if dec[D_LINE] == line), 0)
+    return next((dec.col for dec in fn["dec"] if dec.line == line), 0)

@@ -7,7 +7,6 @@ from ..gradmodes import OFF, ON
 from ..model import Finding, Fix
 from ..regions import INFERENCE
 from ..rule import Rule
-from ..summary_records import C_WITH
 
 
 # A runner whose warmup and serving run under inference mode, and its capture with no grad-mode context.
@@ -119,7 +118,7 @@ class WarmPathOutsideInferenceMode(Rule):
         phases, modes, project = analysis.phases, analysis.modes, analysis.project
 
         def runs_under_inference(fid: str) -> bool:
-            return any(ON in modes.at(fid, call[C_WITH]) for call in project.function(fid)["calls"])
+            return any(ON in modes.at(fid, call.with_index) for call in project.function(fid)["calls"])
 
         def group(fid: str) -> str:
             return project.class_of(fid) or project.path_of(fid)
@@ -140,7 +139,7 @@ class WarmPathOutsideInferenceMode(Rule):
             if step is None or (step.parent is not None and phases.is_warm(step.parent)):
                 continue  # never outside inference mode, or the warm function above it is the entry
             calls = project.function(fid)["calls"]
-            if not any(OFF in modes.at(fid, call[C_WITH]) for call in calls):
+            if not any(OFF in modes.at(fid, call.with_index) for call in calls):
                 continue  # it switches inference mode on around all it runs
             fn = project.function(fid)
             warmup = next(w for w in warm_under_inference if root.capture or group(w) == group(fid))

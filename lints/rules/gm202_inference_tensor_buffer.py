@@ -4,7 +4,6 @@ from typing import Iterator, Optional
 
 from ..analysis import ProjectAnalysis
 from ..buffers import Allocation, Mutation
-from ..summary_records import C_COL, C_LINE, W_COL, W_LINE
 from ..model import Finding
 from ..gradmodes import OFF, ON, GradModes, Origin
 from ..rule import Rule
@@ -406,8 +405,8 @@ def _reported_site(analysis: ProjectAnalysis, alloc: Allocation, mutation: Mutat
 def _column_at(project, fid: str, line: int) -> int:
     """The column of the first call or with-block of ``fid`` on ``line`` (0-based; 0 if none)."""
     fn = project.function(fid)
-    columns = [w[W_COL] for w in fn["withs"] if w[W_LINE] == line] or \
-              [c[C_COL] for c in fn["calls"] if c[C_LINE] == line]
+    columns = [w.col for w in fn["withs"] if w.line == line] or \
+              [c.col for c in fn["calls"] if c.line == line]
     return min(columns) if columns else 0
 
 
