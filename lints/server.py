@@ -294,7 +294,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         server = create_server(args)
     except ImportError as exc:
         print(f"gradmode-lint: error: the language server needs pygls and lsprotocol ({exc}): "
-              "pip install 'gradmode-lint[server]'", file=sys.stderr)
+              "pip install 'gradmode-lint[lsp]'", file=sys.stderr)
         return EXIT_ERROR
     # stdin and stdout are the protocol's, on file objects of their own: whatever else writes to stdout
     # (a print, a worker process) goes to stderr, and sys.stdin is /dev/null. A worker process forked

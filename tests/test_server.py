@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("pygls", reason="the language server needs pygls (pip install 'gradmode-lint[server]')")
+pytest.importorskip("pygls", reason="the language server needs pygls (pip install 'gradmode-lint[lsp]')")
 pytest.importorskip("lsprotocol", reason="the language server needs lsprotocol (it comes with pygls)")
 pytest_lsp = pytest.importorskip("pytest_lsp", reason="the server's test drives it with pytest-lsp")
 
