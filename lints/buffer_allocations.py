@@ -53,6 +53,7 @@ class BufferAllocations:
         self.project = project
         self.graph = graph
         self.regions = regions
+        self._decorator_targets: dict[str, list[str]] = {}
         self._registered_names: dict[str, set[str]] = {}  # module class -> its `register_buffer` names
         # lazy buffers are allocated from nothing; a kept tensor rebound to a copy of itself is one too (eager)
         self.provenance = Provenance(project, graph, regions, copies=False)
@@ -273,7 +274,11 @@ class BufferAllocations:
         return False
 
     def _decorators(self, fid: str) -> list[str]:
-        """What each decorator of ``fid`` names outside the project (``@f`` and ``@f(...)`` alike)."""
+        """What each decorator of ``fid`` names outside the project (``@f`` and ``@f(...)`` alike); asked for
+        every function by the allocations (cached getters), the flow (properties) and the updates (kernels)."""
+        found = self._decorator_targets.get(fid)
+        if found is not None:
+            return found
         fn = self.project.function(fid)
         out = []
         for dec in fn["dec"]:
@@ -284,6 +289,7 @@ class BufferAllocations:
                 symbol = self.project.resolve(fid, expr[1])
                 if symbol is not None and symbol.kind == EXTERNAL:
                     out.append(symbol.target)
+        self._decorator_targets[fid] = out
         return out
 
     def _is_property(self, fid: str) -> bool:
