@@ -39,6 +39,7 @@ class CallGraph:
         self._edges: dict[tuple[str, bool], list[Edge]] = {}
         self._runs: dict[str, list[Edge]] = {}
         self._callers: Optional[dict[str, list[Edge]]] = None
+        self._sole_owner: Optional[dict[str, str]] = None
 
     def runs(self, fid: str) -> list[Edge]:
         """Everything ``fid`` may run: the loose edges, and methods called by a literal name
@@ -107,17 +108,24 @@ class CallGraph:
         func = self.project.function(fid)["calls"][index].func
         if func[0] != "n" or "." not in func[1]:
             return []
-        leaf = callee_leaf(func)
-        if leaf in _GENERIC_METHODS or leaf.startswith("__"):
-            return []
-        owners = self.project.methods_named(leaf)
-        if len(owners) != 1:
+        owner = self._sole_owners().get(func[1].rpartition(".")[2])
+        if owner is None:
             return []
         symbol = self.project.resolve(fid, func[1])
         if symbol is None or symbol.kind in (FUNC, CLASS, INSTANCE) or (
                 symbol.kind == LOCAL and "." not in symbol.name):
             return []  # known, or a callable local: not an object of unknown class
-        return owners
+        return [owner]
+
+    def _sole_owners(self) -> dict[str, str]:
+        """method name -> its method, for the names that one project class defines (generic names left out)."""
+        if self._sole_owner is None:
+            self._sole_owner = {}
+            for name in self.project.method_names():
+                owners = self.project.methods_named(name)
+                if len(owners) == 1 and name not in _GENERIC_METHODS and not name.startswith("__"):
+                    self._sole_owner[name] = owners[0]
+        return self._sole_owner
 
     def _local_callable(self, fid: str, name: str) -> list[str]:
         """``fn = self.method`` / ``fn = functools.partial(f, ...)`` then ``fn()``."""
@@ -131,7 +139,9 @@ class CallGraph:
     def function_ref(self, fid: str, value: list) -> Optional[str]:
         """The project function an expression denotes (not calls), e.g. ``self._dummy_run``."""
         if value[0] == "n":
-            if value[1].rpartition(".")[2] not in self.project.function_names:
+            name = value[1]
+            if name.rpartition(".")[2] not in self.project.function_names or (
+                    "." not in name and not self.project.names_a_function(fid, name)):
                 return None
             symbol = self.project.resolve(fid, value[1])
             if symbol is not None and symbol.kind == FUNC:
@@ -152,8 +162,9 @@ class CallGraph:
             out = self.edges(fid)
             strict_calls = {e.call for e in out if e.how == "call"}
             calls = self.project.function(fid)["calls"]
+            # a call without strict targets: its loose ones (``call_targets(..., loose=True)``, unmemoised)
             extra = [Edge(fid, target, index, calls[index].line, "loose") for index in self._called(fid)
-                     if index not in strict_calls for target in self.call_targets(fid, index, loose=True)]
+                     if index not in strict_calls for target in self._loose_targets(fid, index)]
             if extra:
                 out = sorted(out + extra, key=lambda e: (e.call < 0, e.call, _EDGE_ORDER[e.how]))
             self._edges[key] = out
@@ -161,15 +172,17 @@ class CallGraph:
         project = self.project
         summary, fn = project.functions[fid]
         out = []
+        calls = fn["calls"]
         for index in self._called(fid):
-            call = fn["calls"][index]
+            call = calls[index]
             for target in self.call_targets(fid, index):
                 out.append(Edge(fid, target, index, call.line, "call"))
-            for arg in [*call.args, *call.kwargs.values()]:
-                if arg[0] == "n":
-                    target = self.function_ref(fid, arg)
-                    if target is not None and target != fid:
-                        out.append(Edge(fid, target, index, call.line, "argument"))
+            for arguments in (call.args, call.kwargs.values()):
+                for arg in arguments:
+                    if arg[0] == "n":
+                        target = self.function_ref(fid, arg)
+                        if target is not None and target != fid:
+                            out.append(Edge(fid, target, index, call.line, "argument"))
         for nested in fn["nested"]:
             target = fid_of(summary["module"], nested)
             out.append(Edge(fid, target, -1, project.function(target)["line"], "nested"))

@@ -14,6 +14,10 @@ from .summary_records import MODULE_SCOPE
 from .symbols import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, INSTANCE, LOCAL, MODULE, PARAM, Symbol, fid_of
 from .value_classes import ValueClasses
 
+# How a scope binds a name (``Project._bindings``), in the order ``_resolve`` looks for them.
+_SELF, _IMPORT, _NESTED, _CLASS, _PARAM, _NAME = range(6)
+_UNSEEN = object()
+
 
 class Project(ValueClasses):
     def __init__(self, summaries: Iterable[dict]) -> None:
@@ -63,6 +67,11 @@ class Project(ValueClasses):
         self._mro: dict[str, list[str]] = {}
         self._local_values: dict[str, dict[str, list]] = {}
         self._rebound: dict[str, set[str]] = {}
+        self._chains: dict[str, tuple[str, ...]] = {}
+        self._members: dict[tuple[Symbol, str], Optional[Symbol]] = {}
+        self._methods: dict[tuple[str, str], Optional[str]] = {}
+        self._binding_tables: dict[str, dict[str, int]] = {}
+        self._nested: dict[str, dict[Optional[str], list[str]]] = {}
         self._init_value_classes()
 
     # functions and classes ----------------------------------------------------
@@ -111,6 +120,15 @@ class Project(ValueClasses):
         if cid in self._mro:
             return self._mro[cid]
         self._mro[cid] = [cid]  # guards cycles
+        self._collecting += 1  # a class's bases half known: `method` keeps nothing it finds meanwhile
+        try:
+            order = self._linear_bases(cid)
+        finally:
+            self._collecting -= 1
+        self._mro[cid] = order
+        return order
+
+    def _linear_bases(self, cid: str) -> list[str]:
         order = [cid]
         summary, cls = self.classes[cid]
         scope = fid_of(summary["module"], cls["scope"]) if cls["scope"] else fid_of(summary["module"], MODULE_SCOPE)
@@ -118,10 +136,18 @@ class Project(ValueClasses):
             symbol = self.resolve(scope, base) if scope in self.functions else self.resolve_global(base)
             if symbol is not None and symbol.kind == CLASS:
                 order.extend(c for c in self.mro(symbol.target) if c not in order)
-        self._mro[cid] = order
         return order
 
     def method(self, cid: str, name: str) -> Optional[str]:
+        key = (cid, name)
+        found = self._methods.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._method(cid, name)
+            if not self._collecting:
+                self._methods[key] = found
+        return found
+
+    def _method(self, cid: str, name: str) -> Optional[str]:
         for klass in self.mro(cid):
             summary, cls = self.classes[klass]
             if name in cls["methods"]:
@@ -131,6 +157,9 @@ class Project(ValueClasses):
 
     def methods_named(self, name: str) -> list[str]:
         return self._methods_by_name.get(name, [])
+
+    def method_names(self) -> Iterable[str]:
+        return self._methods_by_name.keys()
 
     # names ----------------------------------------------------------------------
     def local_values(self, fid: str) -> dict[str, list]:
@@ -151,58 +180,111 @@ class Project(ValueClasses):
     def resolve(self, fid: str, dotted: str) -> Optional[Symbol]:
         """What ``dotted`` means inside function ``fid``."""
         key = (fid, dotted)
-        if key in self._memo:
-            return self._memo[key]
-        self._memo[key] = None  # guards cycles
-        result = self._resolve(fid, dotted)
-        self._memo[key] = result
-        return result
+        found = self._memo.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            self._memo[key] = None  # guards cycles
+            found = self._memo[key] = self._resolve(fid, dotted)
+        return found
 
     def _resolve(self, fid: str, dotted: str) -> Optional[Symbol]:
         head, _, rest = dotted.partition(".")
-        summary, fn = self.functions[fid]
+        summary = self.functions[fid][0]
         module = summary["module"]
-        for scope_fid in self.scope_chain(fid):
+        for scope_fid in self._scope_chain(fid):
+            binding = self._bindings(scope_fid).get(head)
+            if binding is None:
+                continue
             scope = self.function(scope_fid)
-            is_top = scope["qual"] == MODULE_SCOPE
-            if not is_top and head in ("self", "cls") and scope["params"][:1] == [head] and scope["cls"]:
+            if binding == _SELF:
                 base = Symbol(INSTANCE, fid_of(module, scope["cls"]))
                 return self.member(base, rest) if rest else base
-            if head in scope["imports"]:
+            if binding == _IMPORT:
                 return self.resolve_global(scope["imports"][head] + (f".{rest}" if rest else ""))
-            nested = f"{scope['qual']}.{head}" if not is_top else head
-            if nested in summary["functions"] and summary["functions"][nested]["parent"] == (
-                    None if is_top else scope["qual"]) and summary["functions"][nested]["cls"] is None:
-                base = Symbol(FUNC, fid_of(module, nested))
+            if binding == _NESTED:
+                base = Symbol(FUNC, fid_of(module, head if scope["qual"] == MODULE_SCOPE else f"{scope['qual']}.{head}"))
                 return self.member(base, rest) if rest else base
-            if is_top and head in summary["classes"]:
+            if binding == _CLASS:
                 base = Symbol(CLASS, fid_of(module, head))
                 return self.member(base, rest) if rest else base
-            if head in scope["params"] and not is_top:
+            if binding == _PARAM:
                 annotation = scope["ann"].get(head)
                 cls = self.resolve(scope_fid, annotation) if annotation and annotation != head else None
                 base = (Symbol(INSTANCE, cls.target) if cls is not None and cls.kind == CLASS
                         else Symbol(PARAM, "", head, scope_fid))
                 return self.member(base, rest) if rest else base
-            if head in self.local_values(scope_fid) or head in scope["globals"]:
-                alias = self._external_alias(summary, scope_fid, head) if head not in scope["globals"] else None
-                if alias is not None:  # `im = torch.inference_mode`: the name is that callable
-                    return self.member(alias, rest) if rest else alias
-                if head in scope["globals"]:
-                    base = Symbol(GLOBAL, module, head)
-                elif is_top:  # `_WS = Workspace()` at the top, bound once: an instance of that class
-                    cls = self._module_instance(summary, scope_fid, head)
-                    base = Symbol(INSTANCE, cls) if cls else Symbol(GLOBAL, module, head)
-                else:
-                    values = self.local_values(scope_fid)[head]
-                    cls = next((c for v in values if (c := self.class_of_value(scope_fid, v))), None)
-                    base = Symbol(INSTANCE, cls) if cls else Symbol(LOCAL, "", head, scope_fid)
-                return self.member(base, rest) if rest else base
+            # a local or a global: bound by an assignment in this scope, or declared `global`
+            alias = self._external_alias(summary, scope_fid, head) if head not in scope["globals"] else None
+            if alias is not None:  # `im = torch.inference_mode`: the name is that callable
+                return self.member(alias, rest) if rest else alias
+            if head in scope["globals"]:
+                base = Symbol(GLOBAL, module, head)
+            elif scope["qual"] == MODULE_SCOPE:  # `_WS = Workspace()` at the top, bound once: an instance
+                cls = self._module_instance(summary, scope_fid, head)
+                base = Symbol(INSTANCE, cls) if cls else Symbol(GLOBAL, module, head)
+            else:
+                values = self.local_values(scope_fid)[head]
+                cls = next((c for v in values if (c := self.class_of_value(scope_fid, v))), None)
+                base = Symbol(INSTANCE, cls) if cls else Symbol(LOCAL, "", head, scope_fid)
+            return self.member(base, rest) if rest else base
         for star in summary["star"]:
             found = self.resolve_global(f"{star}.{dotted}")
             if found is not None and found.kind != EXTERNAL:
                 return found
         return Symbol(EXTERNAL, dotted)
+
+    def names_a_function(self, fid: str, name: str) -> bool:
+        """Whether a plain ``name`` read in ``fid`` may denote a project function: not where the
+        scope that binds it binds a parameter, a variable or a class (a quick test before ``resolve``)."""
+        for scope_fid in self._scope_chain(fid):
+            binding = self._bindings(scope_fid).get(name)
+            if binding is not None:
+                return binding == _IMPORT or binding == _NESTED
+        return True  # unbound here: a star import may bring it
+
+    def _scope_chain(self, fid: str) -> tuple[str, ...]:
+        chain = self._chains.get(fid)
+        if chain is None:
+            chain = self._chains[fid] = tuple(self.scope_chain(fid))
+        return chain
+
+    def _bindings(self, scope_fid: str) -> dict[str, int]:
+        """name -> how ``scope_fid`` binds it, the first way ``_resolve`` looks for: its ``self``, an
+        import, a function nested in it, a class (module level), a parameter, an assignment or ``global``."""
+        found = self._binding_tables.get(scope_fid)
+        if found is not None:
+            return found
+        summary, scope = self.functions[scope_fid]
+        is_top = scope["qual"] == MODULE_SCOPE
+        found = dict.fromkeys(self.local_values(scope_fid), _NAME)
+        found.update(dict.fromkeys(scope["globals"], _NAME))
+        if is_top:
+            found.update(dict.fromkeys(summary["classes"], _CLASS))
+        else:
+            found.update(dict.fromkeys(scope["params"], _PARAM))
+        found.update(dict.fromkeys(self._nested_functions(summary).get(None if is_top else scope["qual"], ()),
+                                   _NESTED))
+        found.update(dict.fromkeys(scope["imports"], _IMPORT))
+        params = scope["params"]
+        if not is_top and scope["cls"] and params and params[0] in ("self", "cls"):
+            found[params[0]] = _SELF
+        self._binding_tables[scope_fid] = found
+        return found
+
+    def _nested_functions(self, summary: dict) -> dict[Optional[str], list[str]]:
+        """parent qual (None: module level) -> the names of the plain functions defined directly in it."""
+        found = self._nested.get(summary["module"])
+        if found is None:
+            found = {}
+            for qual, fn in summary["functions"].items():
+                if fn["cls"] is not None or qual == MODULE_SCOPE:
+                    continue
+                parent = fn["parent"]
+                if parent is None:
+                    found.setdefault(None, []).append(qual)
+                elif qual.startswith(parent + "."):
+                    found.setdefault(parent, []).append(qual[len(parent) + 1:])
+            self._nested[summary["module"]] = found
+        return found
 
     def _rebound_names(self, summary: dict) -> set[str]:
         """The names some function of the module declares ``global`` or ``nonlocal``."""
@@ -230,6 +312,15 @@ class Project(ValueClasses):
 
     def member(self, base: Symbol, rest: str) -> Optional[Symbol]:
         """``base.rest`` for a symbol and a dotted attribute chain."""
+        if (base.kind != INSTANCE and base.kind != CLASS) or self._collecting:
+            return self._member(base, rest)  # kept only where no class's fields are half known
+        key = (base, rest)  # `self.x.f` in every method of a class: one lookup
+        found = self._members.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._members[key] = self._member(base, rest)
+        return found
+
+    def _member(self, base: Symbol, rest: str) -> Optional[Symbol]:
         current = base
         parts = rest.split(".")
         for index, part in enumerate(parts):
@@ -259,12 +350,11 @@ class Project(ValueClasses):
 
     def resolve_global(self, full: str) -> Optional[Symbol]:
         """A fully qualified name: a project module, something defined or re-exported in one, or external."""
-        if full in self._global_memo:
-            return self._global_memo[full]
-        self._global_memo[full] = None
-        result = self._resolve_global(full)
-        self._global_memo[full] = result
-        return result
+        found = self._global_memo.get(full, _UNSEEN)
+        if found is _UNSEEN:
+            self._global_memo[full] = None  # guards cycles
+            found = self._global_memo[full] = self._resolve_global(full)
+        return found
 
     def _resolve_global(self, full: str) -> Optional[Symbol]:
         parts = full.split(".")

@@ -22,6 +22,7 @@ class ValueClasses:
         self._returned_classes: dict[str, Optional[str]] = {}
         self._field_aliases: dict[str, dict[str, list[Optional[Symbol]]]] = {}
         self._attribute_bindings: Optional[dict[str, int]] = None
+        self._collecting = 0  # field collections under way: what they see of a class is partial
 
     def field_type(self, cid: str, field: str) -> Optional[str]:
         """The class of ``self.field``, from ``self.field = Cls(...)``, a typed parameter or an annotation."""
@@ -29,7 +30,11 @@ class ValueClasses:
             types = self._field_types.get(klass)
             if types is None:
                 self._field_types[klass] = {}  # guards `self.model = self.model.to(device)`
-                types = self._field_types[klass] = self._collect_field_types(klass)
+                self._collecting += 1
+                try:
+                    types = self._field_types[klass] = self._collect_field_types(klass)
+                finally:
+                    self._collecting -= 1
             if field in types:
                 return types[field]
         return None
@@ -42,7 +47,11 @@ class ValueClasses:
             aliases = self._field_aliases.get(klass)
             if aliases is None:
                 self._field_aliases[klass] = {}  # guards cycles
-                aliases = self._field_aliases[klass] = self._collect_field_aliases(klass)
+                self._collecting += 1
+                try:
+                    aliases = self._field_aliases[klass] = self._collect_field_aliases(klass)
+                finally:
+                    self._collecting -= 1
             found.extend(aliases.get(field, ()))
         if len(found) != 1 or found[0] is None or self._attribute_bound_elsewhere(field) > 1:
             return None

@@ -739,3 +739,48 @@ def test_sglang_pattern_flagged_everywhere_and_fixed_version_clean(tmp_path):
     assert lint_run(tmp_path / "fixed", fixed_files, DEFAULT).findings == []
     opt_in = lint_run(tmp_path / "fixed", fixed_files, ALL_ON).findings
     assert {f.code for f in opt_in} == {"GM201"}  # the opt-in hazard is still visible
+
+
+# What a name means must not depend on which names were resolved first: `Project` keeps member and
+# method lookups per class (shared by every method), but not those made while a class's fields or bases
+# are still being collected, which see the class half known.
+ORDER_FILES = {
+    "pkg/__init__.py": "",
+    "pkg/config.py":
+        "class PipelineConfig:\n"
+        "    def deployment(self):\n"
+        "        return 1\n"
+        "    @classmethod\n"
+        "    def build(cls):\n"
+        "        return cls()\n",
+    "pkg/args.py":
+        "from pkg.config import PipelineConfig\n"
+        "class Args:\n"
+        "    pipeline: PipelineConfig\n"
+        "    def first(self):\n"
+        "        return self.flag.bit_length()\n"
+        "    def setup(self):\n"
+        "        self.deployed = self.pipeline.deployment()\n"
+        "    def validate(self):\n"
+        "        return self.pipeline.deployment()\n",
+}
+
+
+def test_resolution_does_not_depend_on_the_order_names_are_asked_in():
+    from lints.project import Project
+    from lints.summary import summarize
+
+    def project():
+        return Project([summarize(text, path, path[:-3].replace("/", ".").removesuffix(".__init__"),
+                                  path.endswith("__init__.py")) for path, text in ORDER_FILES.items()])
+
+    first = project()
+    asked = [(fid, call.func[1]) for fid, (_summary, fn) in first.functions.items()
+             for call in fn["calls"] if call.func[0] == "n"]
+    assert ("pkg.args:Args.validate", "self.pipeline.deployment") in asked
+    forward = {key: first.resolve(*key) for key in asked}
+    second = project()
+    backward = {key: second.resolve(*key) for key in reversed(asked)}
+    assert forward == backward
+    assert forward[("pkg.args:Args.validate", "self.pipeline.deployment")].target == \
+        "pkg.config:PipelineConfig.deployment"
