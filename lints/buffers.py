@@ -48,13 +48,16 @@ class Buffers(BufferFlow):
     def _sites(self, fid: str):
         """(receiver expression, mutation) for each in-place update in ``fid``."""
         fn = self.project.function(fid)
-        for index, call in enumerate(fn["calls"]):
+        for call in fn["calls"]:
             func = call.func
-            receiver, method = method_call(func)
-            if receiver is not None and names.is_inplace_method(method):
+            if func[0] == "n" and "." not in func[1] or not names.is_inplace_method(callee_leaf(func)):
+                receiver = None  # the common case, told without building the receiver
+            else:
+                receiver, method = method_call(func)
+            if receiver is not None:
                 yield receiver, Mutation(fid, call.line, call.col, call.with_index, call.guard,
                                          f"`.{method}()`"), False
-            if func[0] == "n" and names.is_inplace_method(method) and call.args and receiver is not None:
+            if receiver is not None and func[0] == "n" and call.args:
                 function = self.project.resolve(fid, func[1])  # the function form: `torch.clamp_(b, 0, 1)`
                 if (function is not None and function.kind == EXTERNAL
                         and function.target.rpartition(".")[0] in names.INPLACE_FUNCTION_MODULES):

@@ -76,7 +76,14 @@ INPLACE_FUNCTION_MODULES = ("torch", "torch.Tensor", "torch.nn.init")
 
 
 def is_inplace_method(name: str) -> bool:
-    return bool(_INPLACE_METHOD.match(name)) and not name.startswith("__") and name not in _NOT_DATA_UPDATES
+    found = _inplace_names.get(name)
+    if found is None:  # asked for every call of a project: a few thousand names, asked many times each
+        found = _inplace_names[name] = bool(_INPLACE_METHOD.match(name)) and not name.startswith("__") \
+            and name not in _NOT_DATA_UPDATES
+    return found
+
+
+_inplace_names: dict[str, bool] = {}
 
 
 def _literal(expr: Optional[list]):
