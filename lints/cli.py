@@ -143,7 +143,14 @@ def main(argv: Optional[Sequence[str]] = None, retain: Optional[list] = None) ->
         return EXIT_CLEAN
     parser = build_parser()
     args = parser.parse_args(argv)
-    quiet_warnings(args.quiet)
+    previous = quiet_warnings(args.quiet)
+    try:
+        return _lint(args, retain)
+    finally:
+        quiet_warnings(previous)
+
+
+def _lint(args: argparse.Namespace, retain: Optional[list]) -> int:
     if args.fix or args.diff:
         return _fix(args)
     if args.unsafe_fixes:

@@ -21,7 +21,7 @@ from .noqa import without_suppressed
 from .options import Config
 from .project_roots import ProjectLocator, excluded_from_here, is_own_project, package_only
 from .sources import MAX_FILE_BYTES, read_source, text_reader
-from .summary_cache import CACHE_FORMAT, SummaryCache, cache_folder
+from .summary_cache import CACHE_FORMAT, SummaryCache, cache_folder, markerless_cache_folder
 from .summary_jobs import ProjectFile, collect_summaries, content_key, text_key
 from .walk import discover, excluded_below
 from .warn import warn
@@ -221,11 +221,13 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     elif in_project and not package_only(found):
         found = locator.outermost(found)
     root = os.path.normpath(_display_root(found, paths))
+    packages = {r for p in paths for r, inside in [locator.locate(p)] if inside} if loose else set()
     folder = cache_folder(root, cache_dir, loose)
+    if folder is None and packages:  # packages without a marker are cached as a project is, not in their folder
+        folder = markerless_cache_folder(found, packages)
     cache = summary_cache if summary_cache is not None and use_cache else \
         SummaryCache(folder) if use_cache and folder is not None else None
     if loose:
-        packages = {r for p in paths for r, inside in [locator.locate(p)] if inside}
         # a package is one unit
         whole_packages = discover(sorted(packages), config.exclude, stop_at=is_own_project,
                                   respect_gitignore=config.respect_gitignore,

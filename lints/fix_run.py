@@ -45,7 +45,14 @@ def run_fixes(args: argparse.Namespace, tool: str) -> int:
 
 
 def _run(args: argparse.Namespace, tool: str) -> int:
-    quiet_warnings(args.quiet)
+    previous = quiet_warnings(args.quiet)
+    try:
+        return _run_quietly_or_not(args, tool)
+    finally:
+        quiet_warnings(previous)
+
+
+def _run_quietly_or_not(args: argparse.Namespace, tool: str) -> int:
     args.paths = args.paths or ["."]  # as ruff and flake8: the current folder
     try:
         groups, config_errors = configs_for_paths(args, list(args.paths))

@@ -29,6 +29,7 @@ import sysconfig
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Optional
 
+from .options import user_cache_root
 from .summary_records import MODULE_SCOPE, with_records
 from .writes import write_new_file
 
@@ -233,10 +234,8 @@ def reached_modules(project_summaries: Iterable[dict], env: Environment, project
 
 # the cache ---------------------------------------------------------------------------------
 def user_cache_folder() -> Optional[Path]:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    if not base or base == os.path.join("~", ".cache"):
-        return None
-    return Path(base) / "gradmode-lint" / "libraries"
+    root = user_cache_root()
+    return root / "libraries" if root is not None else None
 
 
 class LibraryCache:

@@ -26,7 +26,9 @@ def loose_project(paths: list[str], folder: str, overrides: dict[str, str], max_
     whether every file there that may import one of them is among those (else who imports them is
     not known). Python puts a script's folder first on ``sys.path``: the project is ``paths``, the
     folder's scripts that import one of them, and what all of these import from the folder,
-    transitively."""
+    transitively. ``paths`` hold their packages whole (``lint_project``): an import of one of them
+    adds nothing, so a file that names no other module of the folder is not parsed (an unzipped
+    package alone in its folder: none is)."""
     relative = not os.path.isabs(paths[0]) if paths else True
     out = list(paths)
     seen = {os.path.abspath(p) for p in out}
@@ -49,12 +51,16 @@ def loose_project(paths: list[str], folder: str, overrides: dict[str, str], max_
     if complete and parent != folder and not os.path.isfile(os.path.join(folder, "__init__.py")):
         above, known = _scripts_importing(parent, {name}, set(), max_bytes)
         complete = known and not above
+    others = _other_modules(folder, names)
+    if not others:
+        return out, complete
+    naming_others = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(others))))
     index = 0
     while index < len(out):
         path = out[index]
         index += 1
         source = source_from_text(path, overrides[path]) if path in overrides else read_source(path, max_bytes)
-        if isinstance(source, FileError):
+        if isinstance(source, FileError) or not naming_others.search(source.text):
             continue
         for name in _imported_names(source, folder):
             parts = name.split(".")
@@ -64,6 +70,21 @@ def loose_project(paths: list[str], folder: str, overrides: dict[str, str], max_
                     if not add(candidate):
                         return out, False
     return out, complete
+
+
+def _other_modules(folder: str, whole: set[str]) -> set[str]:
+    """The names of the modules, packages and folders directly in ``folder`` (what an import from there
+    may start with), less those of ``whole``."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return set()
+    found = set()
+    for entry in entries:
+        name = entry.name[:-3] if entry.name.endswith(".py") else entry.name
+        if name.isidentifier() and (entry.name.endswith(".py") or entry.is_dir()):
+            found.add(name)
+    return found - whole
 
 
 def _scripts_importing(folder: str, names: set[str], skip: set[str], max_bytes: int) -> tuple[list[str], bool]:

@@ -318,3 +318,13 @@ def default_cache_dir() -> Optional[Path]:
     """$GRADMODE_CACHE_DIR, else None: the cache then lives in the project root's `.gradmode_cache`."""
     folder = os.environ.get("GRADMODE_CACHE_DIR")
     return Path(folder) if folder else None
+
+
+def user_cache_root() -> Optional[Path]:
+    """The user's cache folder for this tool (``$XDG_CACHE_HOME/gradmode-lint``, else
+    ``~/.cache/gradmode-lint``): installed libraries' summaries, and packages without a project
+    marker, whose folder may be ``/tmp`` or a home folder. None where no home folder is known."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not base or base == os.path.join("~", ".cache"):
+        return None
+    return Path(base) / "gradmode-lint"

@@ -17,6 +17,7 @@ from .child_processes import in_forked_child
 from .gc_pause import collector_paused
 from .gitignore import rules_at
 from .model import FileError, Finding
+from .options import user_cache_root
 from .sources import read_regular_bytes
 from .summary_records import SCHEMA, with_records
 from .walk import discover
@@ -259,6 +260,17 @@ def cache_folder(root: str, cache_dir: Optional[Path], loose: bool = False) -> O
         name = hashlib.sha256(os.path.abspath(root).encode("utf-8", "surrogateescape")).hexdigest()[:16]
         return Path(cache_dir) / name
     return None if loose else project_cache_folder(root)
+
+
+def markerless_cache_folder(folder: str, packages: Iterable[str]) -> Optional[Path]:
+    """The cache of packages without a project marker (an unzipped sdist, a copied tree), analysed in
+    ``folder``: in the user's cache folder, since ``folder`` may be ``/tmp`` or a home folder, one per
+    folder and set of packages (as ``cache_folder`` names a project's)."""
+    root = user_cache_root()
+    if root is None:
+        return None
+    key = "|".join([os.path.abspath(folder), *sorted(os.path.abspath(p) for p in packages)])
+    return root / "projects" / hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def project_cache_folder(root: str) -> Optional[Path]:

@@ -7,10 +7,12 @@ import sys
 _warnings_quiet = False
 
 
-def quiet_warnings(quiet: bool) -> None:
-    """``-q``: warnings are left out too, as in ruff (a run's findings and errors are not)."""
+def quiet_warnings(quiet: bool) -> bool:
+    """``-q``: warnings are left out too, as in ruff (a run's findings and errors are not). Returns what
+    it was: a run in a process that goes on (a test, a host) puts it back when it ends."""
     global _warnings_quiet
-    _warnings_quiet = quiet
+    previous, _warnings_quiet = _warnings_quiet, quiet
+    return previous
 
 
 def warn(message: str) -> None:

@@ -1,6 +1,13 @@
+import os
+import tempfile
+
 import pytest
 
 from .helpers import run_module
+
+# The user's cache folder (installed libraries' summaries, packages without a project marker) is one
+# of the session's own: tests never read or write the home folder's.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gradmode-user-cache-")
 
 
 @pytest.fixture

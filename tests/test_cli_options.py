@@ -372,3 +372,59 @@ def test_fix_takes_unsafe_fixes_as_ruff_does(tmp_path):
     assert unsafe.returncode == 0 and "inference_mode" not in (root / "eng" / "run.py").read_text(), unsafe
     alone = run_script("gradmode-lint", "--unsafe-fixes", "eng/run.py", cwd=root)
     assert alone.returncode == 2 and "--unsafe-fixes is for --fix" in alone.stderr, alone
+
+
+def _markerless_package(tmp_path, sibling: bool):
+    """An unzipped package, no project marker above it: its warmup calls a helper module of the folder
+    (``sibling``) or its own."""
+    folder = tmp_path / "unzipped"
+    (folder / "eng").mkdir(parents=True)
+    (folder / "eng" / "__init__.py").write_text("")
+    helper = "helpers" if sibling else "eng.helpers"
+    (folder / ("helpers.py" if sibling else "eng/helpers.py")).write_text(
+        "import torch\n"
+        "def run(model):\n"
+        "    return model(torch.zeros(1))\n")
+    (folder / "eng" / "warm.py").write_text(
+        "import torch\n"
+        f"from {helper} import run\n"
+        "def warmup(model):\n"
+        "    with torch.inference_mode():\n"
+        "        run(model)\n")
+    return folder
+
+
+def test_a_package_without_a_marker_is_cached_in_the_user_cache_folder(tmp_path):
+    """Like a project: the second run is the cached result, and nothing is written beside the package
+    (its folder may be /tmp or a home folder)."""
+    folder = _markerless_package(tmp_path, sibling=False)
+    user_cache = tmp_path / "user-cache"
+    env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
+    env.update(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(user_cache))
+    runs = [subprocess.run([sys.executable, "-m", "lints", "eng", "--format", "json"], cwd=folder,
+                           capture_output=True, text=True, env=env, timeout=300) for _ in range(2)]
+    assert [r.returncode for r in runs] == [1, 1], runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout and '"GM101"' in runs[0].stdout
+    (cache,) = (user_cache / "gradmode-lint" / "projects").iterdir()
+    assert any(cache.iterdir())
+    assert sorted(p.name for p in folder.iterdir()) == ["eng"]
+    assert not (folder / "eng" / ".gradmode_cache").exists()
+
+
+@pytest.mark.parametrize("sibling", [False, True])
+def test_a_markerless_package_brings_in_what_it_imports_from_its_folder(tmp_path, monkeypatch, sibling):
+    """Only a file that names another module of the folder is parsed for its imports (an unzipped
+    sglang alone in its folder: none of its 2,500 files)."""
+    from lints import loose_files
+
+    parsed = []
+    reader = loose_files._imported_names
+    monkeypatch.setattr(loose_files, "_imported_names", lambda source, folder: parsed.append(source.path)
+                        or reader(source, folder))
+    folder = _markerless_package(tmp_path, sibling)
+    (folder / "unrelated.py").write_text("import os\n")
+    package = sorted(str(p) for p in (folder / "eng").glob("*.py"))
+    members, whole = loose_files.loose_project(package, str(folder), {}, 1 << 20)
+    expected = package + ([str(folder / "helpers.py")] if sibling else [])
+    assert sorted(members) == sorted(expected) and whole
+    assert parsed == ([str(folder / "eng" / "warm.py")] if sibling else [])
