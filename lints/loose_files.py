@@ -27,8 +27,8 @@ def loose_project(paths: list[str], folder: str, overrides: dict[str, str], max_
     not known). Python puts a script's folder first on ``sys.path``: the project is ``paths``, the
     folder's scripts that import one of them, and what all of these import from the folder,
     transitively. ``paths`` hold their packages whole (``lint_project``): an import of one of them
-    adds nothing, so a file that names no other module of the folder is not parsed (an unzipped
-    package alone in its folder: none is)."""
+    adds nothing, so a file of theirs that names no other module of the folder is not parsed (an
+    unzipped package alone in its folder: none is)."""
     relative = not os.path.isabs(paths[0]) if paths else True
     out = list(paths)
     seen = {os.path.abspath(p) for p in out}
@@ -51,16 +51,21 @@ def loose_project(paths: list[str], folder: str, overrides: dict[str, str], max_
     if complete and parent != folder and not os.path.isfile(os.path.join(folder, "__init__.py")):
         above, known = _scripts_importing(parent, {name}, set(), max_bytes)
         complete = known and not above
-    others = _other_modules(folder, names)
-    if not others:
-        return out, complete
-    naming_others = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(others))))
+    # what may import a module not yet here: a name of another module of the folder, or, in a file that
+    # the imports brought in (its package is not whole), a relative import
+    whole = {name for name in names if os.path.isfile(os.path.join(folder, name, "__init__.py"))
+             or os.path.isfile(os.path.join(folder, name + ".py"))}  # not a namespace package's folder
+    others = _other_modules(folder, whole)
+    naming_others = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(others)))) if others else None
+    given = len(out)
     index = 0
     while index < len(out):
         path = out[index]
         index += 1
         source = source_from_text(path, overrides[path]) if path in overrides else read_source(path, max_bytes)
-        if isinstance(source, FileError) or not naming_others.search(source.text):
+        if isinstance(source, FileError) or not (
+                (naming_others is not None and naming_others.search(source.text))
+                or (index > given and _RELATIVE_IMPORT.search(source.text))):
             continue
         for name in _imported_names(source, folder):
             parts = name.split(".")
@@ -70,6 +75,9 @@ def loose_project(paths: list[str], folder: str, overrides: dict[str, str], max_
                     if not add(candidate):
                         return out, False
     return out, complete
+
+
+_RELATIVE_IMPORT = re.compile(r"^[ \t]*from[ \t]*\.", re.MULTILINE)
 
 
 def _other_modules(folder: str, whole: set[str]) -> set[str]:
