@@ -252,6 +252,7 @@ def test_shape_is_found_and_its_fixed_form_is_silent(tmp_path, shape):
     assert as_set(lint_run(tmp_path / "fixed", good, Config(libraries=False)).findings) == set()
 
 
+@pytest.mark.e2e  # runs the engine under CPU torch in a process of its own
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_shape_crashes_under_torch_and_its_fixed_form_runs(tmp_path, shape):
     pytest.importorskip("torch")

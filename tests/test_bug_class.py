@@ -198,6 +198,7 @@ def test_shape_is_found_and_its_fixed_form_is_silent(tmp_path, shape):
     assert not good.errors and as_set(good.findings) == expected_in_files(fixed(shape)) == set()
 
 
+@pytest.mark.e2e  # runs the engine under CPU torch in a process of its own
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_shape_crashes_under_torch_and_its_fixed_form_runs(tmp_path, shape):
     pytest.importorskip("torch")
@@ -227,6 +228,7 @@ def test_reverse_direction_names_both_chains(tmp_path):
     assert "  `main()` calls `CudaGraphRunner.capture()` at engine/main.py:7" in gm106.notes
 
 
+@pytest.mark.e2e  # runs the engine under CPU torch in a process of its own
 def test_reverse_direction_unsafe_fix_adds_the_decorator_and_the_engine_runs(tmp_path):
     pytest.importorskip("torch")
     folder = write_package(tmp_path, REVERSE)

@@ -111,6 +111,7 @@ def test_buffer_in_a_library_is_reported_on_the_project_site(tmp_path, user_cach
     assert alone.findings == []  # the engine's own files hold no buffer
 
 
+@pytest.mark.e2e  # runs the engine under CPU torch in a process of its own
 def test_the_engine_really_crashes_and_its_fixed_form_runs(tmp_path):
     pytest.importorskip("torch")
     for mode, crashes in (("torch.inference_mode()", True), ("torch.no_grad()", False)):

@@ -653,6 +653,7 @@ def test_the_fixture_through_pytester(pytester):
     ])
 
 
+@pytest.mark.e2e  # fresh interpreters, with torch made unimportable
 def test_the_plugin_and_the_static_tool_load_without_torch(tmp_path):
     """pytest loads the plugin wherever gradmode-lint is installed, torch or not: it must not import it."""
     (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert True\n\n\n"
