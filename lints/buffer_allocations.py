@@ -86,8 +86,28 @@ class BufferAllocations:
         if symbol.kind == FIELD and "." not in symbol.name:
             return BufferKey("attr", symbol.target, symbol.name), dict_store
         if symbol.kind == GLOBAL and "." not in symbol.name:
+            if self._closure_local(fid, target[1]):
+                return None  # `nonlocal dec` in a closure: a local of the enclosing call, gone with it
             return BufferKey("global", symbol.target, symbol.name), dict_store
         return None
+
+    def _closure_local(self, fid: str, name: str) -> bool:
+        """Whether ``name``, which ``fid`` declares ``global`` or ``nonlocal`` (the summary keeps both alike), is
+        bound by a function ``fid`` is nested in and not at module scope: the closure's ``nonlocal``, a local of
+        one call of the enclosing function, not a place kept across calls."""
+        project = self.project
+        outers = list(project.scope_chain(fid))[1:]
+        if not outers or project.function(outers[-1])["qual"] != MODULE_SCOPE:
+            return False
+        module = outers.pop()
+        if name in project.local_values(module):
+            return False  # the module binds it too: `global` may mean that one
+        for outer in outers:
+            fn = project.function(outer)
+            if name in fn["globals"]:
+                continue  # rebound there too: bound further out
+            return name in fn["params"] or name in project.local_values(outer)
+        return False
 
     def _find_allocations(self) -> list[Allocation]:
         """Every store of a new tensor (see ``provenance``) into a kept place: a field, a module global, an

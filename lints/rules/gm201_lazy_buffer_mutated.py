@@ -163,6 +163,18 @@ class LazyBufferMutatedInPlace(Rule):
         "            self._acc = torch.zeros(4)  # expect: GM201:13\n"
         "        acc = self._acc\n"
         "        acc += x\n",
+        # a module global a nested function declares `global`: one place, kept across calls
+        "import torch\n"
+        "_BUF = None\n"
+        "class VAE:\n"
+        "    def decode(self, parts):\n"
+        "        def write(part):\n"
+        "            global _BUF\n"
+        "            if _BUF is None:\n"
+        "                _BUF = torch.empty(8)  # expect: GM201:17\n"
+        "            _BUF[:4].copy_(part)\n"
+        "        for part in parts:\n"
+        "            write(part)\n",
         # a pool filled under a check that finds it empty, then updated in place
         "import torch\n"
         "class Ring:\n"
@@ -198,6 +210,19 @@ class LazyBufferMutatedInPlace(Rule):
         "            metadata.seq_lens = torch.zeros(n)\n"
         "        metadata.seq_lens[0] = n\n"
         "        self.metadata = metadata\n",
+        # a closure's `nonlocal`: a local of one call of the enclosing function, made again by the next call
+        "import torch\n"
+        "class VAE:\n"
+        "    def decode(self, parts):\n"
+        "        dec = None\n"
+        "        def write(part):\n"
+        "            nonlocal dec\n"
+        "            if dec is None:\n"
+        "                dec = torch.empty(8)\n"
+        "            dec[:4].copy_(part)\n"
+        "        for part in parts:\n"
+        "            write(part)\n"
+        "        return dec\n",
         # a repair of what is there (a NaN tensor replaced), not an allocation of the first call's
         "import torch\n"
         "class Sched:\n"
