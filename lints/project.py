@@ -8,18 +8,18 @@ and memoised: a run pays for the code it follows, not for the whole tree. What c
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Optional
 
 from .summary_records import MODULE_SCOPE
 from .symbols import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, INSTANCE, LOCAL, MODULE, PARAM, Symbol, fid_of
+from .scope_bindings import (BOUND_CLASS, BOUND_IMPORT, BOUND_NESTED, BOUND_PARAM, BOUND_SELF,
+                             ScopeBindings)
 from .value_classes import ValueClasses
 
-# How a scope binds a name (``Project._bindings``), in the order ``_resolve`` looks for them.
-_SELF, _IMPORT, _NESTED, _CLASS, _PARAM, _NAME = range(6)
 _UNSEEN = object()
 
 
-class Project(ValueClasses):
+class Project(ValueClasses, ScopeBindings):
     def __init__(self, summaries: Iterable[dict]) -> None:
         self.modules: dict[str, dict] = {}
         self.by_path: dict[str, dict] = {}
@@ -67,12 +67,10 @@ class Project(ValueClasses):
         self._mro: dict[str, list[str]] = {}
         self._local_values: dict[str, dict[str, list]] = {}
         self._rebound: dict[str, set[str]] = {}
-        self._chains: dict[str, tuple[str, ...]] = {}
         self._members: dict[tuple[Symbol, str], Optional[Symbol]] = {}
         self._methods: dict[tuple[str, str], Optional[str]] = {}
-        self._binding_tables: dict[str, dict[str, int]] = {}
-        self._nested: dict[str, dict[Optional[str], list[str]]] = {}
         self._init_value_classes()
+        self._init_scope_bindings()
 
     # functions and classes ----------------------------------------------------
     def function(self, fid: str) -> dict:
@@ -104,16 +102,6 @@ class Project(ValueClasses):
                 return fid_of(summary["module"], fn["cls"])
             fn = summary["functions"].get(fn["parent"]) if fn["parent"] else None
         return None
-
-    def scope_chain(self, fid: str) -> Iterator[str]:
-        """``fid``, the functions it is nested in, then the module's top level."""
-        summary, fn = self.functions[fid]
-        module = summary["module"]
-        while fn is not None:
-            yield fid_of(module, fn["qual"])
-            fn = summary["functions"].get(fn["parent"]) if fn["parent"] else None
-        if self.function(fid)["qual"] != MODULE_SCOPE:
-            yield fid_of(module, MODULE_SCOPE)
 
     def mro(self, cid: str) -> list[str]:
         """The class and its project base classes, depth first (enough for method lookup here)."""
@@ -195,18 +183,18 @@ class Project(ValueClasses):
             if binding is None:
                 continue
             scope = self.function(scope_fid)
-            if binding == _SELF:
+            if binding == BOUND_SELF:
                 base = Symbol(INSTANCE, fid_of(module, scope["cls"]))
                 return self.member(base, rest) if rest else base
-            if binding == _IMPORT:
+            if binding == BOUND_IMPORT:
                 return self.resolve_global(scope["imports"][head] + (f".{rest}" if rest else ""))
-            if binding == _NESTED:
+            if binding == BOUND_NESTED:
                 base = Symbol(FUNC, fid_of(module, head if scope["qual"] == MODULE_SCOPE else f"{scope['qual']}.{head}"))
                 return self.member(base, rest) if rest else base
-            if binding == _CLASS:
+            if binding == BOUND_CLASS:
                 base = Symbol(CLASS, fid_of(module, head))
                 return self.member(base, rest) if rest else base
-            if binding == _PARAM:
+            if binding == BOUND_PARAM:
                 annotation = scope["ann"].get(head)
                 cls = self.resolve(scope_fid, annotation) if annotation and annotation != head else None
                 base = (Symbol(INSTANCE, cls.target) if cls is not None and cls.kind == CLASS
@@ -231,60 +219,6 @@ class Project(ValueClasses):
             if found is not None and found.kind != EXTERNAL:
                 return found
         return Symbol(EXTERNAL, dotted)
-
-    def names_a_function(self, fid: str, name: str) -> bool:
-        """Whether a plain ``name`` read in ``fid`` may denote a project function: not where the
-        scope that binds it binds a parameter, a variable or a class (a quick test before ``resolve``)."""
-        for scope_fid in self._scope_chain(fid):
-            binding = self._bindings(scope_fid).get(name)
-            if binding is not None:
-                return binding == _IMPORT or binding == _NESTED
-        return True  # unbound here: a star import may bring it
-
-    def _scope_chain(self, fid: str) -> tuple[str, ...]:
-        chain = self._chains.get(fid)
-        if chain is None:
-            chain = self._chains[fid] = tuple(self.scope_chain(fid))
-        return chain
-
-    def _bindings(self, scope_fid: str) -> dict[str, int]:
-        """name -> how ``scope_fid`` binds it, the first way ``_resolve`` looks for: its ``self``, an
-        import, a function nested in it, a class (module level), a parameter, an assignment or ``global``."""
-        found = self._binding_tables.get(scope_fid)
-        if found is not None:
-            return found
-        summary, scope = self.functions[scope_fid]
-        is_top = scope["qual"] == MODULE_SCOPE
-        found = dict.fromkeys(self.local_values(scope_fid), _NAME)
-        found.update(dict.fromkeys(scope["globals"], _NAME))
-        if is_top:
-            found.update(dict.fromkeys(summary["classes"], _CLASS))
-        else:
-            found.update(dict.fromkeys(scope["params"], _PARAM))
-        found.update(dict.fromkeys(self._nested_functions(summary).get(None if is_top else scope["qual"], ()),
-                                   _NESTED))
-        found.update(dict.fromkeys(scope["imports"], _IMPORT))
-        params = scope["params"]
-        if not is_top and scope["cls"] and params and params[0] in ("self", "cls"):
-            found[params[0]] = _SELF
-        self._binding_tables[scope_fid] = found
-        return found
-
-    def _nested_functions(self, summary: dict) -> dict[Optional[str], list[str]]:
-        """parent qual (None: module level) -> the names of the plain functions defined directly in it."""
-        found = self._nested.get(summary["module"])
-        if found is None:
-            found = {}
-            for qual, fn in summary["functions"].items():
-                if fn["cls"] is not None or qual == MODULE_SCOPE:
-                    continue
-                parent = fn["parent"]
-                if parent is None:
-                    found.setdefault(None, []).append(qual)
-                elif qual.startswith(parent + "."):
-                    found.setdefault(parent, []).append(qual[len(parent) + 1:])
-            self._nested[summary["module"]] = found
-        return found
 
     def _rebound_names(self, summary: dict) -> set[str]:
         """The names some function of the module declares ``global`` or ``nonlocal``."""
