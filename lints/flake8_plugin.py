@@ -44,6 +44,7 @@ class GradModeChecker:
     # what flake8's own options set over each project's [tool.gradmode]
     overrides: ClassVar[dict[str, Any]] = {}
     explicit_config: ClassVar[Optional[str]] = None
+    enabled: ClassVar[bool] = True  # False where flake8's --select names no GM code
     _by_root: ClassVar[dict[str, dict[str, list]]] = {}
     _prefetching: ClassVar[dict[str, str]] = {}  # project root -> the lock its background analysis holds
     _named: ClassVar[list[str]] = []  # the paths flake8 was given
@@ -88,8 +89,11 @@ class GradModeChecker:
             value = getattr(options, name, None)
             return tuple(v for v in value if v) if value else None
 
-        chosen = tuple(c for c in [*(getattr(options, "select", None) or ()),
-                                   *(getattr(options, "extend_select", None) or ())] if c)
+        select = tuple(c for c in getattr(options, "select", None) or () if c)
+        chosen = tuple(c for c in [*select, *(getattr(options, "extend_select", None) or ())] if c)
+        # `--select E,F,W` leaves the plugin's codes out: flake8 still runs every installed plugin, and
+        # this one then analyses nothing (pre-commit's flake8 hook with other codes pays no analysis)
+        cls.enabled = not select or any(c.startswith("GM") or "GM".startswith(c) for c in chosen)
         # flake8's --select/--extend-select turn an opt-in rule on as the CLI's do: named by a prefix
         # narrower than `GM` (GM2, GM201), so `flake8 --select GM` gives the CLI's default findings
         naming = Config(extend_select=chosen)
@@ -117,7 +121,7 @@ class GradModeChecker:
         cls._groups = cls._loose_folders = None
         cls._locator = None
         cls._config_files = {}
-        if parallel and filenames and os.cpu_count() and os.cpu_count() > 1:
+        if cls.enabled and parallel and filenames and os.cpu_count() and os.cpu_count() > 1:
             cls._start_prefetch(filenames)
 
     @classmethod
@@ -344,6 +348,8 @@ class GradModeChecker:
         return {os.path.abspath(filename): [*run.findings, *run.errors]}
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
+        if not self.enabled:
+            return  # no GM code selected
         if self.filename in ("-", "stdin"):
             return  # no file name: no project to read it in
         if self.filename == self._stdin_name:

@@ -277,6 +277,22 @@ def _without_cache_env(*args, cwd):
                           timeout=300)
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_flake8_without_a_gm_code_selected_analyses_nothing(tmp_path, jobs):
+    """flake8 runs every installed plugin whatever --select says: with no GM code selected the plugin
+    makes no analysis (pre-commit's flake8 hook for E,F,W pays none), and with one it reports the bug."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text("")
+    (folder / "warm.py").write_text(WARM_LOOSE)
+    off = _without_cache_env("flake8", "-j", jobs, "--select", "E,F,W", "warm.py", cwd=folder)
+    assert "E302" in off.stdout and heads(off.stdout) == [], off
+    assert not (folder / ".gradmode_cache").exists()
+    on = _without_cache_env("flake8", "-j", jobs, "--select", "E,F,W,GM", "warm.py", cwd=folder)
+    assert "E302" in on.stdout and [h["code"] for h in heads(on.stdout)] == ["GM101"], on
+    assert (folder / ".gradmode_cache").is_dir()
+
+
 def test_flake8_in_parallel_does_not_prefetch_a_lone_files_folder(tmp_path):
     folder = _loose_folder(tmp_path)
     proc = _without_cache_env("flake8", "-j", "2", "--select", "GM", "warm.py", cwd=folder)
