@@ -71,8 +71,9 @@ def env(user_cache, monkeypatch):
 
 
 def test_megamoe_workspace_is_found_at_the_engine_inference_mode_site(tmp_path, flashinfer_python, env):
+    # the first run of the module reads flashinfer's ~1,700 modules: on both cores, into the user cache
     run = lint_run(tmp_path / "buggy", _engine("torch.inference_mode()"), Config(python=str(flashinfer_python)),
-                   use_cache=True)
+                   use_cache=True, jobs=2)
     assert SITE in as_set(run.findings)
     (finding,) = [f for f in run.findings if f.code == "GM202"]
     notes = "\n".join(finding.notes)
@@ -84,8 +85,8 @@ def test_megamoe_workspace_is_found_at_the_engine_inference_mode_site(tmp_path, 
     # every update of that workspace outside inference mode is known, the reported `fill_(-1)` among them
     from lints.rules._buffers import lazy_buffers
 
-    analysis = lint_run(tmp_path / "again", _engine("torch.inference_mode()"),
-                        Config(python=str(flashinfer_python))).analysis
+    analysis = lint_run(tmp_path / "again", _engine("torch.inference_mode()"),  # a new project: analysed again,
+                        Config(python=str(flashinfer_python)), use_cache=True).analysis  # the library from the cache
     (updates,) = [m for a, m in lazy_buffers(analysis) if a.key.text() == "MoEEpMegaLayer._workspace" and a.lazy]
     sites = {analysis.project.where(m.fid, m.line) for m in updates if m.how.startswith("`.fill_()`")}
     assert ("flashinfer/moe_ep/kernel_src/sm100/cutedsl_megamoe/shim/quant_stage.py:614 (flashinfer_python)"
