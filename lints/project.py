@@ -189,7 +189,8 @@ class Project(ValueClasses, ScopeBindings):
             if binding == BOUND_IMPORT:
                 return self.resolve_global(scope["imports"][head] + (f".{rest}" if rest else ""))
             if binding == BOUND_NESTED:
-                base = Symbol(FUNC, fid_of(module, head if scope["qual"] == MODULE_SCOPE else f"{scope['qual']}.{head}"))
+                qual = head if scope["qual"] == MODULE_SCOPE else f"{scope['qual']}.{head}"
+                base = Symbol(FUNC, fid_of(module, qual))
                 return self.member(base, rest) if rest else base
             if binding == BOUND_CLASS:
                 base = Symbol(CLASS, fid_of(module, head))

@@ -22,7 +22,7 @@ class ValueClasses:
         self._returned_classes: dict[str, Optional[str]] = {}
         self._field_aliases: dict[str, dict[str, list[Optional[Symbol]]]] = {}
         self._attribute_bindings: Optional[dict[str, int]] = None
-        self._collecting = 0  # field collections under way: what they see of a class is partial
+        self._collecting = 0  # collections of a class's fields, aliases or bases under way: what they see is partial
 
     def field_type(self, cid: str, field: str) -> Optional[str]:
         """The class of ``self.field``, from ``self.field = Cls(...)``, a typed parameter or an annotation."""

@@ -428,3 +428,18 @@ def test_a_markerless_package_brings_in_what_it_imports_from_its_folder(tmp_path
     expected = package + ([str(folder / "helpers.py")] if sibling else [])
     assert sorted(members) == sorted(expected) and whole
     assert parsed == ([str(folder / "eng" / "warm.py")] if sibling else [])
+
+
+def test_a_markerless_package_whose_user_cache_cannot_be_written_is_linted_all_the_same(tmp_path):
+    """A user cache folder that is a file (or read-only): a warning, the same findings, nothing beside it."""
+    folder = _markerless_package(tmp_path, sibling=False)
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the user cache folder would be\n")
+    env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
+    env.update(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(blocked))
+    proc = subprocess.run([sys.executable, "-m", "lints", "eng", "--format", "concise"], cwd=folder,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 1 and "GM101" in proc.stdout, proc.stdout + proc.stderr
+    assert "warning: cannot write cache" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["eng"]
