@@ -42,6 +42,7 @@ class ProjectRun:
     loose_members: Optional[list[str]] = None  # the files analysed, for loose files (not a walk)
     loose_folder: Optional[str] = None  # the folder their module names are counted from
     cache_folder: Optional[Path] = None  # the cache the run read and wrote; None without one
+    summary_cache: Optional[SummaryCache] = None  # that cache, with the summaries it read (for the fixes)
 
 
 def project_files(root: str, config: Config, extra: Sequence[str] = (),
@@ -135,17 +136,69 @@ def _digest(config: Config, entries: list[ProjectFile], max_bytes: int) -> str:
     return h.hexdigest()
 
 
+def _made_of(config: Config, entries: list[ProjectFile], max_bytes: int) -> dict:
+    """What a run's results were made of, file by file, for a later run to tell what changed since."""
+    return {"base": _digest(config, [], max_bytes), "files": [[e.path, e.module, e.key] for e in entries]}
+
+
+# More changed files than this are analysed afresh: a commit's worth of edits rarely only moves code.
+MOVED_FILES_MAX = 8
+
+
+def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Config, max_bytes: int,
+                   overrides: dict[str, str]) -> Optional[tuple[list[Finding], dict[str, FileError], tuple]]:
+    """The last run's (findings, errors, serving mode), carried to the new places where the files changed
+    since only moved code (``lints.shifts``); None where anything else changed."""
+    from .shifts import carried, line_shift
+
+    last = cache.last_results()
+    made_of = last.get("made_of") if last is not None else None
+    if not isinstance(made_of, dict) or made_of.get("base") != _digest(config, [], max_bytes):
+        return None
+    before = made_of.get("files")
+    if not isinstance(before, list) or len(before) != len(entries):
+        return None
+    changed: list[tuple[ProjectFile, str]] = []
+    for entry, was in zip(entries, before):
+        if not (isinstance(was, list) and len(was) == 3 and was[0] == entry.path and was[1] == entry.module
+                and isinstance(was[2], str)):
+            return None
+        if was[2] != entry.key:
+            changed.append((entry, was[2]))
+    errors = last.get("errors")
+    if not changed or len(changed) > MOVED_FILES_MAX or not isinstance(errors, dict) or any(
+            entry.path in errors or not key for entry, key in changed):
+        return None
+    old = {entry.path: cache.get(entry.path, key) for entry, key in changed}
+    if any(summary is None for summary in old.values()):
+        return None
+    fresh, fresh_errors = collect_summaries([entry for entry, _ in changed], 1, cache, max_bytes, overrides,
+                                            prune=False)
+    if fresh_errors:
+        return None
+    shifts = {}
+    for entry, _ in changed:
+        lines = line_shift(old[entry.path], fresh[entry.path])
+        if lines is None:
+            return None
+        shifts[entry.path] = lines
+    from .analysis import ServingMode
+
+    serving = ServingMode(*[str(v) for v in last["serving"]])
+    moved = carried([finding_from_dict(f) for f in last["findings"]], serving.evidence, shifts)
+    if moved is None:
+        return None
+    return moved[0], {p: FileError(p, str(m)) for p, m in errors.items()}, serving._replace(evidence=moved[1])
+
+
 def _summarise_and_analyse(entries: list[ProjectFile], config: Config, jobs: int, cache: Optional[SummaryCache],
                            max_bytes: int, overrides: dict[str, str], progress, use_cache: bool = True):
     summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides, progress)
-    saved = cache.save(background=jobs > 1) if cache is not None else None  # the wait for the cache's write
-    try:
-        library = _library_summaries(list(summaries.values()), config, jobs, max_bytes, use_cache)
-        analysis = analyse({**summaries, **library}, config) if library else analyse(summaries, config)
-        return summaries, summary_errors, analysis, run_rules(analysis, config)
-    finally:
-        if saved is not None:
-            saved()
+    if cache is not None:
+        cache.save()
+    library = _library_summaries(list(summaries.values()), config, jobs, max_bytes, use_cache)
+    analysis = analyse({**summaries, **library}, config) if library else analyse(summaries, config)
+    return summaries, summary_errors, analysis, run_rules(analysis, config)
 
 
 def _site_folders(config: Config) -> list[str]:
@@ -250,7 +303,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     complete = all(entry.key is not None for entry in entries)
     # a text given in place of a file is in the digest by its content: an editor's buffer that is
     # the file as saved reuses the run's result; results are saved only for the files as they are
-    cached = cache.results(_digest(config, entries, max_bytes)) if cache is not None and complete else None
+    digest = _digest(config, entries, max_bytes) if cache is not None and complete else None
+    cached = cache.results(digest) if digest is not None else None
     analysis = None
     if cached is not None:
         try:
@@ -259,6 +313,20 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             serving = ServingMode(*[str(v) for v in cached["serving"]])
         except Exception:  # a result of any other shape (the checkout's to plant) is a miss
             cached = None
+    # keeps the results of runs over editors' buffers only in memory (the language server's)
+    keep_results = cache is not None and (not overrides or cache.folder is None)
+    if cached is None and digest is not None:
+        try:
+            moved = _moved_results(cache, entries, config, max_bytes, overrides)
+        except Exception:  # a result of any other shape (the checkout's to plant) is a miss
+            moved = None
+        if moved is not None:
+            all_findings, summary_errors, serving = moved
+            cached = {"moved": True}
+            cache.save()
+            if keep_results:
+                cache.save_results(digest, all_findings, summary_errors, serving,
+                                   _made_of(config, entries, max_bytes))
     if cached is None:
         with collector_paused():
             try:
@@ -272,8 +340,9 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                 summaries, summary_errors, analysis, all_findings = _summarise_and_analyse(
                     entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
         serving = analysis.serving
-        if cache is not None and not overrides:
-            cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving)
+        if keep_results:
+            cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving,
+                               _made_of(config, entries, max_bytes))
     # the project's paths are spelt from its root; report them as the user spelt the request
     wanted = {os.path.abspath(p): p for p in requested}
     findings = [dataclasses.replace(f, path=wanted[os.path.abspath(f.path)]) for f in all_findings
@@ -293,4 +362,4 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     errors.sort(key=lambda e: e.path)
     return ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole,
                       loose_members=members, loose_folder=os.path.abspath(found) if loose else None,
-                      cache_folder=cache.folder if cache is not None else None)
+                      cache_folder=cache.folder if cache is not None else None, summary_cache=cache)

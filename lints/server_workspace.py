@@ -38,13 +38,13 @@ FIX_TITLES = {
 class MemorySummaries(SummaryCache):
     """A ``SummaryCache`` with no folder: the summaries of one project's files, by path and content
     key, kept in the server's memory from one run to the next (nothing is read from or written to
-    the checkout's ``.gradmode_cache``). The engine re-summarises only the files whose key changed."""
+    the checkout's ``.gradmode_cache``). The engine re-summarises only the files whose key changed, and
+    the buffers' summaries and results are kept as the files' are."""
+
+    keeps_buffers = True
 
     def __init__(self) -> None:
         super().__init__(None)
-
-    def is_empty(self) -> bool:
-        return not self._load()
 
 
 @dataclasses.dataclass

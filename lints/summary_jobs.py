@@ -61,8 +61,9 @@ def _nonblocking(path: str, flags: int) -> int:
 
 def collect_summaries(entries: list[ProjectFile], jobs: int, cache: Optional[SummaryCache],
                       max_bytes: int = MAX_FILE_BYTES, overrides: Optional[dict[str, str]] = None,
-                      progress=None) -> tuple[dict[str, dict], dict[str, FileError]]:
-    """path -> summary for every file (``overrides``: path -> text to use instead of the file's)."""
+                      progress=None, prune: bool = True) -> tuple[dict[str, dict], dict[str, FileError]]:
+    """path -> summary for every file (``overrides``: path -> text to use instead of the file's; ``prune``:
+    the cache keeps only these files)."""
     summaries: dict[str, dict] = {}
     errors: dict[str, FileError] = {}
     todo: list[_Job] = []
@@ -73,6 +74,8 @@ def collect_summaries(entries: list[ProjectFile], jobs: int, cache: Optional[Sum
             result = summarize_source(source_from_text(entry.path, overrides[entry.path]), entry.module,
                                       entry.is_package)
             (errors if isinstance(result, FileError) else summaries)[entry.path] = result
+            if cache is not None and cache.keeps_buffers and entry.key and not isinstance(result, FileError):
+                cache.put(entry.path, entry.key, result)
             continue
         cached = cache.get(entry.path, entry.key) if cache is not None and entry.key else None
         if cached is not None and cached.get("module") == entry.module:
@@ -100,7 +103,7 @@ def collect_summaries(entries: list[ProjectFile], jobs: int, cache: Optional[Sum
             summaries[job.path] = result
             if cache is not None and key:
                 cache.put(job.path, key, result, text[0] if text else None)
-    if cache is not None:
+    if cache is not None and prune:
         cache.prune(summaries)
     return summaries, errors
 

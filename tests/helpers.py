@@ -112,3 +112,46 @@ def run_script(name: str, *args: str, cwd: Path, input: str | None = None, **kwa
     env.pop("NO_COLOR", None)
     return subprocess.run([str(path), *args], cwd=cwd, capture_output=True, text=True, input=input, env=env,
                           timeout=300, **kwargs)
+
+
+# -- a project's cache file (``lints/summary_cache.py``), read and written as a checkout could ---------------
+
+def cache_rows(folder: Path) -> dict[str, list]:
+    """path -> [key, summary] of each summary in the cache file of ``folder``."""
+    import json
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(Path(folder) / "cache.sqlite3")) as db:
+        return {path: [key, json.loads(text)] for path, key, text in db.execute("SELECT path, key, summary FROM summaries")}
+
+
+def write_cache_rows(folder: Path, rows: dict[str, list]) -> None:
+    """Replace every summary of the cache file of ``folder`` with ``rows`` (path -> [key, summary])."""
+    import json
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(Path(folder) / "cache.sqlite3")) as db, db:
+        db.execute("DELETE FROM summaries")
+        db.executemany("INSERT INTO summaries VALUES (?, ?, ?)",
+                       [(path, key, json.dumps(summary)) for path, (key, summary) in rows.items()])
+
+
+def cache_fact(folder: Path, name: str):
+    """The fact ``name`` ("format", "results") of the cache file of ``folder``, decoded; None if absent."""
+    import json
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(Path(folder) / "cache.sqlite3")) as db:
+        row = db.execute("SELECT value FROM facts WHERE name = ?", (name,)).fetchone()
+    return None if row is None else row[0] if name == "format" else json.loads(row[0])
+
+
+def write_cache_fact(folder: Path, name: str, value) -> None:
+    """Set (``None``: remove) the fact ``name`` of the cache file of ``folder``."""
+    import json
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(Path(folder) / "cache.sqlite3")) as db, db:
+        db.execute("DELETE FROM facts WHERE name = ?", (name,))
+        if value is not None:
+            db.execute("INSERT INTO facts VALUES (?, ?)", (name, value if name == "format" else json.dumps(value)))

@@ -1,4 +1,4 @@
-"""The caches are data (JSON), never code; a bad or foreign cache is a miss, never a wrong result."""
+"""The caches are data (SQLite rows of JSON), never code; a bad or foreign cache is a miss, never a wrong result."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,8 @@ import pytest
 from lints.options import Config
 from lints.engine import lint_project
 
-from .helpers import ROOT, chdir, run_module, write_package
+from .helpers import (ROOT, cache_fact, cache_rows, chdir, run_module, write_cache_fact, write_cache_rows,
+                      write_package)
 
 BUGGY = {
     "engine/warm.py": (
@@ -47,7 +48,7 @@ def test_a_planted_pickle_cache_never_runs(tmp_path):
     cache.mkdir()
     payload = pickle.dumps({"x": _Marker(str(marker))})
     # every name a cache of ours has had, old pickle names included
-    for name in ("summaries.json", "results.json", "0.1.0-lint-0000.pickle"):
+    for name in ("cache.sqlite3", "summaries.json", "results.json", "0.1.0-lint-0000.pickle"):
         (cache / name).write_bytes(payload)
     found, _ = _findings(root)
     assert not marker.exists()
@@ -61,26 +62,51 @@ def test_a_planted_pickle_cache_never_runs(tmp_path):
     assert "GM101" in result.stdout
 
 
+def _foreign_databases(path) -> None:
+    """Write at ``path`` each SQLite file a checkout may plant: other tables, our tables with a trigger or a
+    view beside them, another format."""
+    import sqlite3
+
+    from lints.summary_cache import CACHE_FORMAT, _TABLES
+
+    plants = [["CREATE TABLE results (x)"],
+              [*_TABLES.values(), "CREATE TRIGGER t AFTER INSERT ON summaries BEGIN DELETE FROM facts; END"],
+              [*_TABLES.values(), "CREATE VIEW v AS SELECT * FROM summaries"],
+              [*_TABLES.values(), "INSERT INTO facts VALUES ('format', 'gradmode-summaries/other')"],
+              [*_TABLES.values(), f"INSERT INTO facts VALUES ('format', '{CACHE_FORMAT}')",
+               "INSERT INTO summaries VALUES ('engine/warm.py', 5, x'00')"]]
+    for statements in plants:
+        path.unlink(missing_ok=True)
+        with sqlite3.connect(path) as db:
+            for statement in statements:
+                db.execute(statement)
+        db.close()
+        yield statements
+
+
 def test_a_corrupt_or_foreign_cache_changes_no_finding(tmp_path):
     root = write_package(tmp_path / "repo", BUGGY)
     clean, _ = _findings(root, use_cache=False)
     cache = root / ".gradmode_cache"
-    for damage in (b"{not json", b"[]", json.dumps({"format": "someone else", "entries": {}}).encode(),
-                   b"\xff\xfe\x00"):
+    for damage in (b"{not json", b"[]", b"SQLite format 3\x00" + b"\xff" * 200, b"\xff\xfe\x00"):
         shutil.rmtree(cache, ignore_errors=True)
         _findings(root)  # a good cache first
-        for name in ("summaries.json", "results.json"):
-            (cache / name).write_bytes(damage)
+        (cache / "cache.sqlite3").write_bytes(damage)
         assert _findings(root)[0] == clean
+        assert cache_fact(cache, "results") is not None  # replaced by a cache of ours
+    for planted in _foreign_databases(cache / "cache.sqlite3"):
+        found, run = _findings(root)
+        assert found == clean and run.analysis is not None, planted
+        assert _findings(root)[1].analysis is None, planted  # replaced by a cache of ours, which serves
     # a well-formed cache whose entry lies about the file's content is a miss, not a finding source
     shutil.rmtree(cache, ignore_errors=True)
     _findings(root)
-    data = json.loads((cache / "summaries.json").read_text())
-    for entry in data["entries"].values():
+    rows = cache_rows(cache)
+    for entry in rows.values():
         entry[1]["functions"] = {}
-    (cache / "summaries.json").write_text(json.dumps(data))
-    (cache / "results.json").unlink()
-    (root / "engine" / "warm.py").write_text(BUGGY["engine/warm.py"] + "\n")  # new content: re-summarised
+    write_cache_rows(cache, rows)
+    write_cache_fact(cache, "results", None)
+    (root / "engine" / "warm.py").write_text(BUGGY["engine/warm.py"] + "\nx = 1\n")  # new content: re-summarised
     assert [code for *_, code in _findings(root)[0]] == ["GM101"]
 
 
@@ -134,21 +160,16 @@ def test_a_cold_run_reads_each_file_once_and_the_rerun_is_a_hit(tmp_path, monkey
     assert len(run.errors) == 1 and len(hashed) == modules  # the rerun compares every file's hash
 
 
-def test_with_workers_the_summaries_are_written_by_a_child_and_reused(tmp_path, monkeypatch):
+def test_with_workers_the_summaries_are_written_and_reused(tmp_path, monkeypatch):
     files = dict(BUGGY)
     for n in range(30):
         files[f"engine/other{n}.py"] = f"def f{n}():\n    return {n}\n"
     root = write_package(tmp_path / "repo", files)
-    from lints import summary_cache, summary_jobs
+    from lints import summary_jobs
 
-    monkeypatch.setattr(summary_cache.SummaryCache, "BACKGROUND_MIN_ENTRIES", 0)  # the package is small
-    children = []
-    real = summary_cache.in_forked_child
-    monkeypatch.setattr(summary_cache, "in_forked_child", lambda work: children.append(work) or real(work))
     cold, run = _findings(root, jobs=2)
-    assert len(children) == 1 and run.analysis is not None
-    saved = json.loads((root / ".gradmode_cache" / "summaries.json").read_text())
-    assert len(saved["entries"]) == len(list(root.rglob("*.py")))  # complete when lint_project returned
+    assert run.analysis is not None
+    assert len(cache_rows(root / ".gradmode_cache")) == len(list(root.rglob("*.py")))
     (root / "engine" / "other3.py").write_text("def f3():\n    return 33\n")
     summarised = []
     real_summarize = summary_jobs.summarize_source
@@ -159,7 +180,7 @@ def test_with_workers_the_summaries_are_written_by_a_child_and_reused(tmp_path, 
     assert warm == cold == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
 
 
-def test_summaries_from_workers_are_written_as_the_json_they_came_in_without_a_child(tmp_path, monkeypatch):
+def test_summaries_from_workers_are_written_as_the_json_they_came_in(tmp_path, monkeypatch):
     files = dict(BUGGY)
     for n in range(30):
         files[f"engine/other{n}.py"] = f"def f{n}(x):\n    return x.add_({n})\n"
@@ -167,21 +188,20 @@ def test_summaries_from_workers_are_written_as_the_json_they_came_in_without_a_c
     from lints import summary_cache, summary_jobs
 
     monkeypatch.setattr(summary_jobs, "PARALLEL_MIN_BYTES", 0)  # workers, small as the package is
-    monkeypatch.setattr(summary_cache.SummaryCache, "BACKGROUND_MIN_ENTRIES", 0)
-    children = []
-    real = summary_cache.in_forked_child
-    monkeypatch.setattr(summary_cache, "in_forked_child", lambda work: children.append(work) or real(work))
+    encoded = []
+    real = summary_cache.encode_json
+    monkeypatch.setattr(summary_cache, "encode_json", lambda data: encoded.append(data) or real(data))
     cold, run = _findings(root, jobs=2)
-    # the workers encoded every summary: nothing is left to encode, so no child is forked for it
-    assert children == []
-    with_workers = json.loads((root / ".gradmode_cache" / "summaries.json").read_text())["entries"]
+    # the workers encoded every summary: none is encoded again to be written
+    assert not [data for data in encoded if isinstance(data, dict) and "functions" in data]
+    with_workers = cache_rows(root / ".gradmode_cache")
     assert sorted(with_workers) == sorted(run.analysis.project.modules[m]["path"] for m in run.analysis.project.modules)
     shutil.rmtree(root / ".gradmode_cache")
     in_process, _ = _findings(root, jobs=1)
-    alone = json.loads((root / ".gradmode_cache" / "summaries.json").read_text())["entries"]
+    alone = cache_rows(root / ".gradmode_cache")
     assert with_workers == alone and in_process == cold == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
     (root / "engine" / "other3.py").write_text("def f3():\n    return 33\n")
-    warm, _ = _findings(root, jobs=2)  # the other summaries come from the file the workers' text made
+    warm, _ = _findings(root, jobs=2)  # the other summaries come from the rows the workers' text made
     assert warm == cold
 
 
@@ -218,7 +238,7 @@ def test_a_constant_json_cannot_hold_is_linted_and_cached_with_and_without_worke
     root = write_package(tmp_path / "repo", files)
     cold, with_workers, warm = _with_and_without_workers(root, monkeypatch)
     assert cold == with_workers == warm == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
-    assert "big.py" in (root / ".gradmode_cache" / "summaries.json").read_text()
+    assert os.path.join("engine", "big.py") in cache_rows(root / ".gradmode_cache")
 
 
 def test_an_escaped_surrogate_pair_names_no_function_with_or_without_workers(tmp_path, monkeypatch):
@@ -250,7 +270,8 @@ def test_a_summary_json_cannot_hold_is_handed_back_whole_and_not_cached(tmp_path
     cold, with_workers, warm = _with_and_without_workers(root, monkeypatch)
     assert cold == with_workers == warm == [(os.path.join("engine", "warm.py"), 3, 9, "GM101")]
     assert "warning: cannot write cache" in capsys.readouterr().err
-    assert not (root / ".gradmode_cache" / "summaries.json").exists()
+    assert sorted(cache_rows(root / ".gradmode_cache")) == sorted(
+        str(p.relative_to(root)) for p in root.rglob("*.py") if p.name != "deep.py")
 
 
 def test_files_the_summariser_refuses_do_not_spoil_the_result_cache(tmp_path):
@@ -279,77 +300,30 @@ def _summarised_in(monkeypatch) -> list:
     return summarised
 
 
-def test_a_few_changed_files_are_written_beside_the_summaries_not_over_them(tmp_path, monkeypatch):
+def test_a_rerun_writes_only_the_rows_of_the_files_that_changed(tmp_path, monkeypatch):
+    from lints import summary_cache
+
     files = dict(BUGGY)
     for n in range(5):
         files[f"engine/other{n}.py"] = f"def f{n}():\n    return {n}\n"
     root = write_package(tmp_path / "repo", files)
     cache = root / ".gradmode_cache"
     cold, _ = _findings(root, jobs=1)
-    whole = (cache / "summaries.json").read_bytes()
-    assert not (cache / "summaries-changes.json").exists()
-    (root / "engine" / "other3.py").write_text("def f3():\n    return 33\n")
-    _findings(root, jobs=1)
+    written = []
+    real = summary_cache.SummaryCache._store
+    monkeypatch.setattr(summary_cache.SummaryCache, "_store",
+                        lambda self, statements: written.extend(statements) or real(self, statements))
     (root / "engine" / "other4.py").unlink()
     (root / "engine" / "other1.py").write_text("def f1():\n    return 11\n")
     found, _ = _findings(root, jobs=1)
-    assert (cache / "summaries.json").read_bytes() == whole  # untouched since the cold run
-    changes = json.loads((cache / "summaries-changes.json").read_text())
-    assert set(changes["entries"]) == {os.path.join("engine", f"other{n}.py") for n in (1, 3, 4)}
-    assert changes["entries"][os.path.join("engine", "other4.py")] is None and found == cold
-    # the next run reads both: nothing is summarised again
-    (cache / "results.json").unlink()
+    summaries = [(query.split()[0], args[0]) for query, args in written if "summaries" in query]
+    assert sorted(summaries) == [("DELETE", os.path.join("engine", "other4.py")),
+                                 ("INSERT", os.path.join("engine", "other1.py"))]
+    assert found == cold and len(cache_rows(cache)) == len(list(root.rglob("*.py")))
+    # the next run reads them: nothing is summarised again
+    write_cache_fact(cache, "results", None)
     summarised = _summarised_in(monkeypatch)
     assert _findings(root, jobs=1)[0] == cold and summarised == []
-
-
-def test_many_changed_files_rewrite_the_summaries(tmp_path, monkeypatch):
-    from lints import summary_cache
-
-    monkeypatch.setattr(summary_cache.SummaryCache, "CHANGES_LIMIT", 2)
-    files = dict(BUGGY)
-    for n in range(5):
-        files[f"engine/other{n}.py"] = f"def f{n}():\n    return {n}\n"
-    root = write_package(tmp_path / "repo", files)
-    cache = root / ".gradmode_cache"
-    _findings(root, jobs=1)
-    first_id = json.loads((cache / "summaries.json").read_text())["id"]
-    (root / "engine" / "other0.py").write_text("def f0():\n    return 10\n")
-    _findings(root, jobs=1)
-    assert (cache / "summaries-changes.json").exists()
-    for n in (1, 2):
-        (root / "engine" / f"other{n}.py").write_text(f"def f{n}():\n    return {n}0\n")
-    found, _ = _findings(root, jobs=2)
-    saved = json.loads((cache / "summaries.json").read_text())
-    assert saved["id"] != first_id and not (cache / "summaries-changes.json").exists()
-    assert saved["entries"][os.path.join("engine", "other0.py")][1]["functions"]["f0"]["line"] == 1
-    (cache / "results.json").unlink()
-    summarised = _summarised_in(monkeypatch)
-    assert _findings(root, jobs=1)[0] == found and summarised == []
-
-
-def test_changes_to_another_summaries_file_are_ignored(tmp_path, monkeypatch):
-    files = dict(BUGGY)
-    files["engine/other.py"] = "def f():\n    return 1\n"
-    root = write_package(tmp_path / "repo", files)
-    cache = root / ".gradmode_cache"
-    cold, _ = _findings(root, jobs=1)
-    (root / "engine" / "other.py").write_text("def f():\n    return 2\n")
-    _findings(root, jobs=1)
-    changes = json.loads((cache / "summaries-changes.json").read_text())
-    # the changes claim warm.py has no functions; they name a summaries.json that is not there
-    changes["entries"][os.path.join("engine", "warm.py")] = json.loads(
-        (cache / "summaries.json").read_text())["entries"][os.path.join("engine", "warm.py")]
-    changes["entries"][os.path.join("engine", "warm.py")][1]["functions"] = {}
-    for base, expected in (("someone else's", 1), (changes["base"], 0)):
-        changes["base"] = base
-        (cache / "summaries-changes.json").write_text(json.dumps(changes))
-        (cache / "results.json").unlink()
-        summarised = _summarised_in(monkeypatch)
-        found, _ = _findings(root, jobs=1)
-        # ignored: other.py is summarised again, and the finding stays; applied: the (lying) entry is used
-        assert len(summarised) == expected and (found == cold) == (expected == 1)
-        monkeypatch.undo()
 
 
 def _project_with_others(tmp_path, count: int = 5):
@@ -359,63 +333,59 @@ def _project_with_others(tmp_path, count: int = 5):
     return write_package(tmp_path / "repo", files)
 
 
-def test_a_failed_rewrite_keeps_the_changes_it_would_have_replaced(tmp_path, monkeypatch):
+def test_a_cache_another_run_holds_is_a_warning_and_stays_as_it_was(tmp_path, monkeypatch, capsys):
+    import sqlite3
+
     from lints import summary_cache
 
-    monkeypatch.setattr(summary_cache.SummaryCache, "CHANGES_LIMIT", 1)
+    monkeypatch.setattr(summary_cache, "BUSY_SECONDS", 0.1)
     root = _project_with_others(tmp_path)
     cache = root / ".gradmode_cache"
     cold, _ = _findings(root, jobs=1)
-    (root / "engine" / "other0.py").write_text("def f0():\n    return 10\n")
-    _findings(root, jobs=1)  # one change: written to summaries-changes.json
-    real_write = summary_cache.SummaryCache._write
-
-    def full_write_fails(self, target, data):
-        if target.name == "summaries.json":
-            return False  # as a full disk would: `_write` warns and writes nothing
-        return real_write(self, target, data)
-
-    monkeypatch.setattr(summary_cache.SummaryCache, "_write", full_write_fails)
-    for n in (1, 2):
-        (root / "engine" / f"other{n}.py").write_text(f"def f{n}():\n    return {n}0\n")
-    _findings(root, jobs=1)  # three changes: a full rewrite, which fails
-    assert (cache / "summaries-changes.json").exists()
-    monkeypatch.setattr(summary_cache.SummaryCache, "_write", real_write)
-    (cache / "results.json").unlink()
+    before = cache_rows(cache)
+    holder = sqlite3.connect(cache / "cache.sqlite3", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another run writing, for longer than this one waits
+    try:
+        for n in (1, 2):
+            (root / "engine" / f"other{n}.py").write_text(f"def f{n}():\n    return {n}0\n")
+        assert _findings(root, jobs=1)[0] == cold
+        assert "warning: cannot write cache" in capsys.readouterr().err
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert cache_rows(cache) == before
     summarised = _summarised_in(monkeypatch)
     assert _findings(root, jobs=1)[0] == cold
-    # other0's change survived in the changes file; only the two of the failed run are redone
     assert sorted(summarised) == [os.path.join("engine", f"other{n}.py") for n in (1, 2)]
 
 
-def test_a_corrupt_changes_file_is_ignored(tmp_path, monkeypatch):
+@pytest.mark.parametrize("suffix", ["-journal", "-wal", "-shm"])
+def test_a_link_beside_the_cache_file_is_not_written_through(tmp_path, suffix):
+    """SQLite writes a journal beside its file: one the checkout links elsewhere is removed, not followed."""
     root = _project_with_others(tmp_path)
     cache = root / ".gradmode_cache"
     cold, _ = _findings(root, jobs=1)
+    victim = tmp_path / "victim"
+    (cache / f"cache.sqlite3{suffix}").symlink_to(victim)
     (root / "engine" / "other0.py").write_text("def f0():\n    return 10\n")
-    _findings(root, jobs=1)
-    for damage in (b"{not json", b"[]", b'{"format": "x"}', b"\xff\xfe"):
-        (cache / "summaries-changes.json").write_bytes(damage)
-        (cache / "results.json").unlink()
-        summarised = _summarised_in(monkeypatch)
-        assert _findings(root, jobs=1)[0] == cold
-        assert summarised == [os.path.join("engine", "other0.py")]  # its entry in summaries.json is stale
-        monkeypatch.undo()
+    assert _findings(root, jobs=1)[0] == cold
+    assert not victim.exists() and not (cache / f"cache.sqlite3{suffix}").is_symlink()
+    assert cache_rows(cache)[os.path.join("engine", "other0.py")][1]["functions"]["f0"]["rets"]
 
 
-def test_a_file_removed_then_restored_is_summarised_from_the_changes(tmp_path, monkeypatch):
+def test_a_file_removed_then_restored_is_summarised_again(tmp_path, monkeypatch):
     root = _project_with_others(tmp_path)
     cache = root / ".gradmode_cache"
     cold, _ = _findings(root, jobs=1)
     warm = root / "engine" / "warm.py"
     warm.unlink()
     assert _findings(root, jobs=1)[0] == []
-    changes = json.loads((cache / "summaries-changes.json").read_text())
-    assert changes["entries"] == {os.path.join("engine", "warm.py"): None}
+    assert os.path.join("engine", "warm.py") not in cache_rows(cache)
     warm.write_text(BUGGY["engine/warm.py"])
-    assert _findings(root, jobs=1)[0] == cold
-    (cache / "results.json").unlink()
     summarised = _summarised_in(monkeypatch)
+    assert _findings(root, jobs=1)[0] == cold and summarised == [os.path.join("engine", "warm.py")]
+    write_cache_fact(cache, "results", None)
+    summarised.clear()
     assert _findings(root, jobs=1)[0] == cold and summarised == []
 
 
@@ -433,33 +403,35 @@ def test_the_file_size_limit_is_part_of_a_cached_result(tmp_path):
 def test_a_results_cache_of_the_wrong_shape_is_a_miss(tmp_path):
     root = write_package(tmp_path / "repo", BUGGY)
     cold, _ = _findings(root)
-    results = root / ".gradmode_cache" / "results.json"
-    good = json.loads(results.read_text())
+    cache = root / ".gradmode_cache"
+    good = cache_fact(cache, "results")
     finding = good["findings"][0]
     for garble in ({"findings": [5]}, {"findings": [[finding]]}, {"findings": [dict(finding, fixes=[5])]},
                    {"findings": [dict(finding, fixes=[dict(finding["fixes"][0], at=["x", "y"])])]},
                    {"errors": [5]}, {"serving": [1]}, {"serving": 5}):
-        results.write_text(json.dumps(dict(good, **garble)))
+        write_cache_fact(cache, "results", dict(good, **garble))
         found, run = _findings(root)
         assert found == cold and run.analysis is not None, garble
-        assert json.loads(results.read_text()) == good  # and rewritten
+        assert cache_fact(cache, "results") == good  # and rewritten
+    write_cache_fact(cache, "results", "not a record")
+    found, run = _findings(root)
+    assert found == cold and run.analysis is not None and cache_fact(cache, "results") == good
 
 
 def test_a_cached_summary_of_the_wrong_shape_is_a_miss(tmp_path, monkeypatch):
     root = write_package(tmp_path / "repo", BUGGY)
     cold, _ = _findings(root)
     cache = root / ".gradmode_cache"
-    good = json.loads((cache / "summaries.json").read_text())
+    good = cache_rows(cache)
     warm = os.path.join("engine", "warm.py")
     for field, value in (("classes", []), ("classes", {"A": 5}), ("functions", 5), ("functions", {"warmup": 5}),
                          ("functions", None), ("star", 5), ("package", "yes"), ("module", 5)):
-        data = json.loads(json.dumps(good))
-        data["entries"][warm][1][field] = value
+        rows = json.loads(json.dumps(good))
+        rows[warm][1][field] = value
         if value is None:
-            del data["entries"][warm][1][field]
-        (cache / "summaries.json").write_text(json.dumps(data))
-        (cache / "summaries-changes.json").unlink(missing_ok=True)
-        (cache / "results.json").unlink()
+            del rows[warm][1][field]
+        write_cache_rows(cache, rows)
+        write_cache_fact(cache, "results", None)
         summarised = _summarised_in(monkeypatch)
         assert _findings(root)[0] == cold, (field, value)
         assert summarised == [warm]  # that entry alone is redone
@@ -472,16 +444,15 @@ def test_a_cached_summary_garbled_deep_inside_is_summarised_again(tmp_path, monk
     root = write_package(tmp_path / "repo", files)
     cold, _ = _findings(root)
     cache = root / ".gradmode_cache"
-    data = json.loads((cache / "summaries.json").read_text())
+    rows = cache_rows(cache)
     warm = os.path.join("engine", "warm.py")
-    data["entries"][warm][1]["functions"]["warmup"]["calls"] = 5  # past the checks made when it is taken
-    (cache / "summaries.json").write_text(json.dumps(data))
-    (cache / "results.json").unlink()
+    rows[warm][1]["functions"]["warmup"]["calls"] = 5  # past the checks made when it is taken
+    write_cache_rows(cache, rows)
+    write_cache_fact(cache, "results", None)
     summarised = _summarised_in(monkeypatch)
     assert _findings(root)[0] == cold
     assert sorted(summarised) == sorted(str(p.relative_to(root)) for p in root.rglob("*.py"))  # all afresh
-    saved = json.loads((cache / "summaries.json").read_text())
-    assert isinstance(saved["entries"][warm][1]["functions"]["warmup"]["calls"], list)
+    assert isinstance(cache_rows(cache)[warm][1]["functions"]["warmup"]["calls"], list)
     assert _findings(root)[1].analysis is None  # and the result was saved
 
 
@@ -492,7 +463,7 @@ def test_an_analysis_error_with_only_fresh_summaries_is_raised(tmp_path, monkeyp
 
     root = write_package(tmp_path / "repo", BUGGY)
     _findings(root)
-    (root / ".gradmode_cache" / "results.json").unlink()
+    write_cache_fact(root / ".gradmode_cache", "results", None)
     calls = []
 
     def broken(summaries, config):
@@ -521,7 +492,7 @@ def test_cache_files_linked_to_a_device_are_not_read(tmp_path):
     root = write_package(tmp_path / "repo", BUGGY)
     cache = root / ".gradmode_cache"
     cache.mkdir()
-    for name in ("summaries.json", "summaries-changes.json", "results.json"):
+    for name in ("cache.sqlite3", "cache.sqlite3-journal", "cache.sqlite3-wal"):
         (cache / name).symlink_to("/dev/zero")
 
     def bounded():  # were the device read, this stops it: at 2 GiB (MemoryError) or a minute of CPU
@@ -536,14 +507,15 @@ def test_cache_files_linked_to_a_device_are_not_read(tmp_path):
     output = (tmp_path / "out").read_text()
     assert child.returncode == 1 and "GM101" in output, output
     assert usage.ru_maxrss < 256 << 10  # KiB: the device was not read into memory
-    assert not (cache / "summaries.json").is_symlink()  # replaced by a cache of ours
+    assert (cache / "cache.sqlite3").is_file() and not (cache / "cache.sqlite3").is_symlink()  # ours now
+    assert not any((cache / name).is_symlink() for name in ("cache.sqlite3-journal", "cache.sqlite3-wal"))
 
 
 def test_a_fifo_as_a_cache_file_does_not_block(tmp_path):
     root = write_package(tmp_path / "repo", BUGGY)
     cache = root / ".gradmode_cache"
     cache.mkdir()
-    os.mkfifo(cache / "summaries.json")
+    os.mkfifo(cache / "cache.sqlite3")
     result = subprocess.run([sys.executable, "-m", "lints", "-j", "1", "."], cwd=root, capture_output=True,
                             text=True, env=_cli_env(), timeout=60)
     assert result.returncode == 1 and "GM101" in result.stdout, result.stderr
@@ -558,7 +530,7 @@ def test_a_gitignore_link_in_the_cache_is_not_written_through(tmp_path):
     found, _ = _findings(root)
     assert [code for *_, code in found] == ["GM101"]
     assert not (tmp_path / "victim" / "x").exists() and (cache / ".gitignore").is_symlink()
-    assert (cache / "summaries.json").is_file() and (cache / "results.json").is_file()
+    assert cache_fact(cache, "results") is not None
 
 
 @pytest.mark.parametrize("front_end", ["lints", "lints.codemod", "flake8"])
@@ -602,14 +574,11 @@ def test_summaries_of_another_interpreter_are_not_reused(tmp_path):
     root = write_package(tmp_path / "repo", BUGGY)
     _findings(root, jobs=1)
     cache = root / ".gradmode_cache"
-    for name in ("summaries.json", "results.json"):
-        data = json.loads((cache / name).read_text())
-        assert data["format"] == summary_cache.CACHE_FORMAT and data["format"].endswith(
-            f"{sys.implementation.name}-{sys.version_info.major}.{sys.version_info.minor}")
-        data["format"] = data["format"].rsplit("/", 1)[0] + "/cpython-3.99"
-        if name == "results.json":
-            data["findings"] = []  # what another interpreter found, say
-        (cache / name).write_text(json.dumps(data))
+    written = cache_fact(cache, "format")
+    assert written == summary_cache.CACHE_FORMAT and written.endswith(
+        f"{sys.implementation.name}-{sys.version_info.major}.{sys.version_info.minor}")
+    write_cache_fact(cache, "format", written.rsplit("/", 1)[0] + "/cpython-3.99")
+    write_cache_fact(cache, "results", dict(cache_fact(cache, "results"), findings=[]))  # what it found, say
     found, run = _findings(root, jobs=1)
     assert [code for *_, code in found] == ["GM101"] and run.analysis is not None  # analysed afresh
 

@@ -13,7 +13,7 @@ from lints.summary_cache import cache_folder
 
 from lints.options import Config
 
-from .helpers import FIXTURES, ROOT, chdir
+from .helpers import FIXTURES, ROOT, chdir, write_cache_fact
 
 BUGGY = FIXTURES / "lint" / "sglang_buggy.py"
 FIXED = FIXTURES / "lint" / "sglang_fixed.py"
@@ -301,12 +301,12 @@ def test_cache_dir_option_and_default_location(tmp_path, run):
     copy(tmp_path, BUGGY)
     cache = tmp_path / "my-cache"
     assert run("lints", "--cache-dir", str(cache), ".").returncode == 1
-    assert (cache_folder(str(tmp_path), cache) / "summaries.json").is_file()  # a folder per project
+    assert (cache_folder(str(tmp_path), cache) / "cache.sqlite3").is_file()  # a folder per project
     env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
     proc = subprocess.run([sys.executable, "-m", "lints", "."], cwd=tmp_path, capture_output=True, text=True,
                           env=dict(env, PYTHONPATH=str(ROOT)), timeout=300)
     assert proc.returncode == 1, proc.stderr
-    assert (tmp_path / ".gradmode_cache" / "summaries.json").is_file()  # in the project root
+    assert (tmp_path / ".gradmode_cache" / "cache.sqlite3").is_file()  # in the project root
     assert (tmp_path / ".gradmode_cache" / ".gitignore").is_file()
 
 
@@ -326,10 +326,10 @@ def test_corrupt_cache_is_ignored(tmp_path, run):
     copy(tmp_path, BUGGY)
     cache = cache_folder(str(tmp_path), tmp_path / "cache")
     cache.mkdir(parents=True)
-    (cache / "summaries.json").write_text("{not json")
+    (cache / "cache.sqlite3").write_text("{not json")
     first = run("lints", "--cache-dir", str(cache.parent), "--format", "json", ".")
     assert first.returncode == 1 and "Traceback" not in first.stderr
-    (cache / "summaries.json").write_text(json.dumps({"format": "other", "entries": {"x": 1}}))
+    write_cache_fact(cache, "format", "other")
     assert run("lints", "--cache-dir", str(cache.parent), "--format", "json", ".").stdout == first.stdout
 
 
@@ -389,7 +389,7 @@ def test_fix_takes_the_cache_options(tmp_path, run):
     fixed = subprocess.run([sys.executable, "-m", "lints", "--fix", "--cache-dir", str(elsewhere), "."], cwd=project,
                            env=dict(env, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
     assert fixed.returncode == 0 and (project / "warm.py").read_text() != warm, fixed
-    assert not (project / ".gradmode_cache").exists() and list(elsewhere.glob("*/summaries.json"))
+    assert not (project / ".gradmode_cache").exists() and list(elsewhere.glob("*/cache.sqlite3"))
 
 
 MANY_SHAPES = ("import contextlib\n"

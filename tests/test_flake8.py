@@ -91,7 +91,7 @@ def test_plugin_reports_same_as_cli_on_a_multi_module_package(tmp_path):
     parallel = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert keys(parallel.stdout) == expected
     # with workers, one background analysis filled the cache (the workers waited on its lock)
-    assert len(list(cache.glob("*/flake8-prefetch-*.lock"))) == 1 and len(list(cache.glob("*/results.json"))) == 1
+    assert len(list(cache.glob("*/flake8-prefetch-*.lock"))) == 1 and len(list(cache.glob("*/cache.sqlite3"))) == 1
     again = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert keys(again.stdout) == expected
 
@@ -609,7 +609,7 @@ def test_projects_sharing_one_cache_folder_keep_their_own_caches(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), GRADMODE_CACHE_DIR=str(cache))
     first = subprocess.run([sys.executable, "-m", "lints", "--format", "concise", "."], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=300)
-    results = sorted(cache.glob("*/results.json"))
+    results = sorted(cache.glob("*/cache.sqlite3"))
     assert len(results) == 3, first
     stamps = [p.stat().st_mtime_ns for p in results]
     again = subprocess.run([sys.executable, "-m", "lints", "--format", "concise", "."], cwd=tmp_path, env=env,

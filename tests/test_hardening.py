@@ -367,7 +367,7 @@ def test_when_fork_fails_the_cache_is_written_in_process(tmp_path: Path, monkeyp
     from lints.engine import lint_project
 
     run = lint_project([str(root)], Config(), jobs=2, cache_dir=tmp_path / "cache")
-    assert run.findings and len(list((tmp_path / "cache").glob("*/summaries.json"))) == 1
+    assert run.findings and len(list((tmp_path / "cache").glob("*/cache.sqlite3"))) == 1
 
 
 def test_fork_with_closed_standard_streams(monkeypatch, tmp_path: Path) -> None:

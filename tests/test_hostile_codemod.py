@@ -19,7 +19,7 @@ from lints.summary_jobs import file_key
 from lints.sources import source_from_text
 from lints.options import Config
 
-from .helpers import FIXTURES, ROOT, chdir
+from .helpers import FIXTURES, ROOT, cache_fact, cache_rows, chdir, write_cache_fact, write_cache_rows
 
 WARM = ("import torch\n"
         "def warmup(model, x):\n"
@@ -71,17 +71,16 @@ def linted_lines(folder: Path, spelling: str = ".") -> list[tuple[int, str]]:
 # 1. The caches are the checkout's: what they say must not choose what is written -----------------------
 
 def plant_results(folder: Path, spelling: str = ".") -> None:
-    """Rewrite ``results.json`` as a hostile checkout can (its digest is built from public inputs): the
+    """Rewrite the cached results as a hostile checkout can (its digest is built from public inputs): the
     real finding hidden, a fake one at the serving `torch.no_grad()` block with a fix that unwraps it.
     ``spelling``: the path as the run to deceive will spell it (the digest holds the paths)."""
     assert run_in(folder, "lints", spelling).returncode == 1  # writes the cache
-    results = folder / ".gradmode_cache" / "results.json"
-    data = json.loads(results.read_text())
+    data = cache_fact(folder / ".gradmode_cache", "results")
     (real,) = data["findings"]
     assert real["line"] == 6
     data["findings"] = [dict(real, line=10, col=13, message="`with torch.inference_mode()` in warm path",
                              fixes=[{"action": "unwrap_with", "at": [10, 8], "safe": True, "items": [[10, 13]]}])]
-    results.write_text(json.dumps(data))
+    write_cache_fact(folder / ".gradmode_cache", "results", data)
     assert linted_lines(folder, spelling) == [(10, "GM101")], "the planted results are no longer read"
 
 
@@ -122,11 +121,11 @@ def test_a_planted_summary_of_the_file_being_fixed_is_not_trusted(tmp_path):
     assert run_in(tmp_path, "lints", ".").returncode == 1  # the lie's summary, by the tool itself
     path.write_text(RUNNER)
     cache = tmp_path / ".gradmode_cache"
-    (cache / "results.json").unlink()
-    summaries = json.loads((cache / "summaries.json").read_text())
-    (entry,) = summaries["entries"].values()
+    write_cache_fact(cache, "results", None)
+    summaries = cache_rows(cache)
+    (entry,) = summaries.values()
     entry[0] = file_key(RUNNER.encode())
-    (cache / "summaries.json").write_text(json.dumps(summaries))
+    write_cache_rows(cache, summaries)
     assert linted_lines(tmp_path) == [(6, "GM101"), (10, "GM101")], "the planted summary is no longer read"
     proc = run_in(tmp_path, "lints.codemod", ".")
     assert proc.returncode == 0, proc.stderr

@@ -23,7 +23,7 @@ from lints.sources import NOT_REGULAR
 from lints.walk import discover
 from lints.options import DEFAULT_EXCLUDE, Config, config_from_mapping
 
-from .helpers import FIXTURES, ROOT
+from .helpers import FIXTURES, ROOT, cache_fact, write_cache_fact
 
 SGLANG_IN = (FIXTURES / "fix" / "sglang.in.py").read_text()
 SGLANG_OUT = (FIXTURES / "fix" / "sglang.out.py").read_text()
@@ -329,7 +329,7 @@ def test_the_root_and_cache_stay_in_the_checkout_below_settings(tmp_path: Path, 
     assert [os.path.abspath(os.path.join(checkout, p["root"])) for p in report["projects"]] == [str(checkout)]
     assert report["serving_grad_mode"]["mode"] == "inference_mode"  # the settings above apply (as in ruff)
     assert "GM202" in {f["code"] for f in report["findings"]}
-    assert (checkout / ".gradmode_cache" / "results.json").is_file()
+    assert (checkout / ".gradmode_cache" / "cache.sqlite3").is_file()
     assert not (ws / ".gradmode_cache").exists()
     # the workspace given: each checkout is a project of its own, as from inside it
     proc = run("lints", ".", "--format", "json", cwd=ws, GRADMODE_CACHE_DIR=None)
@@ -361,7 +361,7 @@ def test_a_cache_file_bigger_than_the_project_can_produce_is_not_read(tmp_path: 
     (tmp_path / "helper.py").write_text("def f():\n    return 1\n")
     cache = tmp_path / ".gradmode_cache"
     cache.mkdir()
-    for name in ("results.json", "summaries.json", "summaries-changes.json"):
+    for name in ("cache.sqlite3", "cache.sqlite3-journal"):
         with open(cache / name, "wb") as handle:
             handle.truncate(1 << 30)  # 1 GiB, sparse: costs no disk
     proc, peak_kib, seconds = _peak_rss_run(["lints", ".", "--format", "concise"], tmp_path)
@@ -370,8 +370,7 @@ def test_a_cache_file_bigger_than_the_project_can_produce_is_not_read(tmp_path: 
     assert "runner.py:41:14: GM101" in proc.stdout
     assert peak_kib < 400 * 1024 and seconds < 30, (peak_kib, seconds)
     # treated as absent, and written again
-    assert (cache / "results.json").stat().st_size < 1 << 20
-    assert (cache / "summaries.json").stat().st_size < 1 << 20
+    assert (cache / "cache.sqlite3").stat().st_size < 1 << 20
 
 
 def _git(*args: str, cwd: Path) -> None:
@@ -385,10 +384,10 @@ def test_a_cache_folder_git_tracks_is_never_read_nor_written(tmp_path: Path) -> 
     _git("init", "-q", ".", cwd=tmp_path)
     first = run("lints", "runner.py", "--format", "concise", cwd=tmp_path, GRADMODE_CACHE_DIR=None)
     assert first.returncode == 1 and "GM101" in first.stdout, first.stderr
-    results = tmp_path / ".gradmode_cache" / "results.json"
-    planted = json.loads(results.read_text())
+    cache = tmp_path / ".gradmode_cache"
+    planted = cache_fact(cache, "results")
     planted["findings"] = []  # the checkout ships a cache that hides the finding
-    results.write_text(json.dumps(planted))
+    write_cache_fact(cache, "results", planted)
     _git("add", "-f", ".gradmode_cache", cwd=tmp_path)
     shipped = {p: p.read_bytes() for p in (tmp_path / ".gradmode_cache").iterdir()}
     proc = run("lints", "runner.py", "--format", "concise", cwd=tmp_path, GRADMODE_CACHE_DIR=None)

@@ -1,0 +1,121 @@
+"""Edits that only move code: a summary's positions, its shape without them, and a run's findings
+carried to the new positions.
+
+The analysis reads summaries only, and compares positions only by order (an allocation before an
+update, a call inside a block) and by column (an indentation). An edit after which a file's summary
+is the same but for line numbers that keep their order and columns that stay as they were (a
+comment, a blank line, a docstring, code the summaries do not record) therefore leaves every
+finding as it was, at the moved lines: the findings of the last run are carried over instead of
+analysing the project again (the "early cutoff" of incremental build systems).
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, Iterable, Optional
+
+from .model import Finding, Fix
+from .summary_cache import encode_json
+
+# The fields of a summary and of a function in it: a field added to either (one that may hold a
+# position) makes every shape unknown until this module learns it.
+_SUMMARY_FIELDS = frozenset({"schema", "path", "module", "package", "functions", "classes", "star"})
+_FUNCTION_FIELDS = frozenset({"name", "qual", "line", "col", "cls", "parent", "params", "ann", "defaults", "dec",
+                              "calls", "withs", "rets", "assigns", "guards", "imports", "globals", "locals",
+                              "nested", "notable", "blocks", "ret"})
+_CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope"})
+NO_COLUMN = -1
+
+
+def shape_and_places(summary: dict) -> Optional[tuple[str, list[tuple[int, int]]]]:
+    """The summary as JSON with every position zeroed, and its positions in order ((line, NO_COLUMN)
+    for a line alone); None for a summary of fields this module does not know."""
+    if set(summary) - _SUMMARY_FIELDS:
+        return None
+    places: list[tuple[int, int]] = []
+
+    def at(line: int, col: int = NO_COLUMN) -> int:
+        places.append((line, col))
+        return 0
+
+    functions = {}
+    for qual, fn in summary["functions"].items():
+        if set(fn) - _FUNCTION_FIELDS:
+            return None
+        shaped = dict(fn)
+        shaped["line"], shaped["col"] = at(fn["line"], fn["col"]), 0
+        shaped["dec"] = [[d[0], at(d[1], d[2]), 0] for d in fn["dec"]]
+        shaped["calls"] = [[c[0], c[1], c[2], at(c[3], c[4]), 0, *c[5:]] for c in fn["calls"]]
+        shaped["assigns"] = [[a[0], a[1], a[2], at(a[3], a[4]), 0, *a[5:]] for a in fn["assigns"]]
+        shaped["rets"] = [[r[0], at(r[1], r[2]), 0, *r[3:]] for r in fn["rets"]]
+        shaped["guards"] = [[g[0], g[1], g[2], at(g[3]), *g[4:]] for g in fn["guards"]]
+        shaped["withs"] = [[at(w[0], w[1]), 0, [[i[0], at(i[1], i[2]), 0, *i[3:]] for i in w[2]], w[3], w[4],
+                            at(w[5]), *w[6:]] for w in fn["withs"]]
+        shaped["blocks"] = [[at(first), at(last)] for first, last in fn["blocks"]]
+        functions[qual] = shaped
+    classes = {}
+    for qual, klass in summary["classes"].items():
+        if set(klass) - _CLASS_FIELDS:
+            return None
+        classes[qual] = {**klass, "line": at(klass["line"])}
+    rest = {k: v for k, v in summary.items() if k not in ("functions", "classes")}
+    try:
+        return encode_json([rest, functions, classes]), places
+    except (ValueError, RecursionError):
+        return None
+
+
+def line_shift(old: dict, new: dict) -> Optional[dict[int, int]]:
+    """old line -> new line, where ``new`` is ``old`` moved: the same shape, each line moved to one
+    line, their order kept and every column as it was; None otherwise."""
+    before, after = shape_and_places(old), shape_and_places(new)
+    if before is None or after is None or before[0] != after[0]:
+        return None
+    lines: dict[int, int] = {}
+    for (old_line, old_col), (new_line, new_col) in zip(before[1], after[1]):
+        if old_col != new_col or lines.setdefault(old_line, new_line) != new_line:
+            return None
+    ordered = sorted(lines.items())
+    if any(earlier >= later for (_, earlier), (_, later) in zip(ordered, ordered[1:])):
+        return None
+    return lines
+
+
+class _Unmoved(Exception):
+    """A place in a finding that the shift does not cover: the findings cannot be carried."""
+
+
+def _mover(shifts: dict[str, dict[int, int]]) -> tuple[Callable[[str, int], int], Callable[[str], str]]:
+    # "path:line" as ``Project.where`` writes it, not inside a longer path or number
+    spelt = re.compile("(?<![\\w./\\\\-])(" + "|".join(re.escape(p) for p in sorted(shifts, key=len, reverse=True))
+                       + "):(\\d+)(?!\\d)")
+
+    def line(path: str, number: int) -> int:
+        lines = shifts.get(path)
+        if lines is None:
+            return number
+        if number not in lines:
+            raise _Unmoved(f"{path}:{number}")
+        return lines[number]
+
+    def text(value: str) -> str:
+        return spelt.sub(lambda m: f"{m.group(1)}:{line(m.group(1), int(m.group(2)))}", value)
+
+    return line, text
+
+
+def carried(findings: Iterable[Finding], evidence: str, shifts: dict[str, dict[int, int]]
+            ) -> Optional[tuple[list[Finding], str]]:
+    """``findings`` and the serving mode's ``evidence`` at the places ``shifts`` (path -> line_shift)
+    move them to; None where a place they name is not one the shifts know."""
+    line, text = _mover(shifts)
+    try:
+        moved = []
+        for f in findings:
+            fixes = tuple(Fix(x.action, (line(f.path, x.at[0]), x.at[1]), x.safe,
+                              tuple((line(f.path, i[0]), i[1]) for i in x.items)) for x in f.fixes)
+            moved.append(dataclasses.replace(f, line=line(f.path, f.line), message=text(f.message),
+                                             notes=tuple(text(n) for n in f.notes), fixes=fixes))
+        return sorted(moved), text(evidence)
+    except _Unmoved:
+        return None
