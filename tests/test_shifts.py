@@ -1,0 +1,163 @@
+"""An edit that only moves code: the last run's findings are carried to the new lines, and they are the
+findings a fresh analysis gives; any other edit is analysed afresh."""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from lints.engine import lint_project
+from lints.model import Finding, Fix
+from lints.options import Config
+from lints.server_workspace import MemorySummaries
+from lints.shifts import carried, line_shift
+from lints.sources import source_from_text
+from lints.summary_jobs import summarize_source
+
+from .helpers import chdir, write_package
+from .test_bug_class import REVERSE
+
+# Every kind of record a summary keeps a position in: defs, classes, decorators, calls, assignments,
+# returns and yields, with-statements (items, enter_context), if-branches, loop and try blocks, lambdas.
+RICH = '''import contextlib
+import torch
+
+
+def deco(fn):
+    return fn
+
+
+class Runner:
+    @deco
+    def warmup(self, x, n=3):
+        with torch.inference_mode(), contextlib.ExitStack() as stack:
+            stack.enter_context(torch.no_grad())
+            if self.buf is None or n > 2:
+                self.buf = torch.zeros(n)
+            else:
+                self.buf += 1
+        for i in range(n):
+            try:
+                self.buf[i:].fill_(0)
+            except RuntimeError:
+                pass
+        f = lambda: torch.empty(2)
+        return f()
+
+    def gen(self):
+        yield self.buf
+
+
+def main():
+    def inner():
+        return Runner()
+    inner().warmup(torch.ones(2))
+'''
+
+
+def _summary(text: str, path: str = "engine/rich.py") -> dict:
+    return summarize_source(source_from_text(path, text), "engine.rich", False)
+
+
+def test_every_position_of_a_summary_moves_with_a_line_added_above():
+    old = _summary(RICH)
+    lines = line_shift(old, _summary("# a comment\n" + RICH))
+    # the module's own scope is at line 1 whatever comes first
+    assert lines is not None and lines.pop(1) == 1 and lines and all(new == line + 1 for line, new in lines.items())
+    # a blank line in the middle of a function moves only what is below it
+    middle = RICH.replace("        for i in range(n):\n", "\n        for i in range(n):\n")
+    lines = line_shift(old, _summary(middle))
+    assert lines is not None and lines[11] == 11 and lines[18] == 19 and lines[max(lines)] == max(lines) + 1
+    assert line_shift(old, _summary(RICH)) == {line: line for line in lines}  # no edit: nothing moves
+
+
+def test_a_change_the_summaries_see_is_not_a_move():
+    old = _summary(RICH)
+    for changed in (
+            RICH.replace("torch.zeros(n)", "torch.zeros(n + 1)"),  # an argument
+            RICH.replace("torch.zeros(n)", "torch.zeros(4)"),  # a constant
+            RICH.replace("                pass\n", "                self.buf.zero_()\n"),  # a call
+            RICH.replace("        return f()\n", "        return  f()\n"),  # a column on the line
+            RICH.replace("    def gen(self):\n        yield self.buf\n", ""),  # a method
+            RICH.replace("class Runner:\n", "class Runner(object):\n"),  # a base
+    ):
+        assert changed != RICH and line_shift(old, _summary(changed)) is None
+
+
+def _finding(path: str, line: int, message: str = "m", notes: tuple = (), fixes: tuple = ()) -> Finding:
+    return Finding(path, line, 4, "GM202", message, notes=notes, fixes=fixes)
+
+
+def test_carried_moves_every_place_of_the_file_and_nothing_else():
+    shifts = {"a.py": {3: 4, 7: 9}}
+    found = carried([_finding("a.py", 3, "at a.py:7 and xa.py:7 and a.py:77", ("called at a.py:3", "b.py:3"),
+                              (Fix("unwrap_with", (3, 4), True, ((7, 8),)),)),
+                     _finding("b.py", 3, "allocated at a.py:3")], "decorated at a.py:7", shifts)
+    assert found is None  # a.py:77 is no place the shift knows
+    (moved, other), evidence = carried(
+        [_finding("a.py", 3, "at a.py:7 and xa.py:7", ("called at a.py:3", "b.py:3"),
+                  (Fix("unwrap_with", (3, 4), True, ((7, 8),)),)),
+         _finding("b.py", 3, "allocated at a.py:3")], "decorated at a.py:7", shifts)
+    assert (moved.line, moved.message, moved.notes) == (4, "at a.py:9 and xa.py:7", ("called at a.py:4", "b.py:3"))
+    assert moved.fixes == (Fix("unwrap_with", (4, 4), True, ((9, 8),)),)
+    assert (other.line, other.message, evidence) == (3, "allocated at a.py:4", "decorated at a.py:9")
+    assert carried([_finding("a.py", 5)], "", shifts) is None
+
+
+def _everything(run) -> list[tuple]:
+    return [(*dataclasses.astuple(f)[:7], f.notes, f.fixes) for f in run.findings]
+
+
+def _lint(root, **kwargs):
+    with chdir(root):
+        return lint_project(["."], Config(), **kwargs)
+
+
+def test_an_edit_that_moves_code_carries_the_findings_a_fresh_analysis_gives(tmp_path):
+    root = write_package(tmp_path / "repo", REVERSE)
+    cold = _lint(root)
+    assert cold.analysis is not None and {f.code for f in cold.findings} >= {"GM202", "GM106"}
+    assert any("engine/workspace.py:" in note for f in cold.findings for note in f.notes)
+    workspace, runner = root / "engine" / "workspace.py", root / "engine" / "runner.py"
+    workspace.write_text('"""Buffers."""\n# kept across calls\n' + workspace.read_text())
+    runner.write_text(runner.read_text().replace("    def capture(self, x):", "\n    # capture\n    def capture(self, x):"))
+    moved = _lint(root)
+    fresh = _lint(root, use_cache=False)
+    assert moved.analysis is None  # carried, not analysed
+    assert _everything(moved) == _everything(fresh) != _everything(cold)
+    assert moved.serving == fresh.serving
+    assert _lint(root).analysis is None  # and saved: the next run is a hit
+    # a change the summaries see is analysed afresh
+    workspace.write_text(workspace.read_text().replace("torch.zeros(n)", "torch.zeros(n + 1)"))
+    changed = _lint(root)
+    assert changed.analysis is not None and _everything(changed) == _everything(_lint(root, use_cache=False))
+
+
+def test_a_buffer_that_moves_code_is_carried_from_the_saved_files_results(tmp_path):
+    root = write_package(tmp_path / "repo", REVERSE)
+    _lint(root)
+    path = os.path.join("engine", "workspace.py")
+    text = "# edited, not saved\n" + (root / path).read_text()
+    with chdir(root):
+        moved = lint_project([path], Config(), overrides={path: text})
+        fresh = lint_project([path], Config(), overrides={path: text}, use_cache=False)
+    assert moved.analysis is None and moved.findings and _everything(moved) == _everything(fresh)
+    assert moved.findings[0].line == 8
+
+
+def test_the_language_servers_cache_carries_each_edit_from_the_one_before(tmp_path):
+    root = write_package(tmp_path / "repo", REVERSE)
+    path = os.path.join("engine", "workspace.py")
+    saved = (root / path).read_text()
+    cache = MemorySummaries()
+    first = _lint(root, summary_cache=cache)
+    assert first.analysis is not None
+    lines = []
+    for version in range(1, 4):
+        text = "# edit\n" * version + saved
+        with chdir(root):
+            run = lint_project(["."], Config(), overrides={path: text}, summary_cache=cache)
+            fresh = lint_project(["."], Config(), overrides={path: text}, use_cache=False)
+        assert run.analysis is None and _everything(run) == _everything(fresh)
+        lines.append([f.line for f in run.findings if f.path == path])
+    assert lines == [[8], [9], [10]]
+    assert not (root / ".gradmode_cache").exists()  # the server's cache is memory only
