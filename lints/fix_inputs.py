@@ -41,10 +41,10 @@ def first_path_per_file(paths: Iterable[str], base: str = "") -> dict[tuple, str
 def run_to_fix_from(run: ProjectRun, config: Config, analyse_afresh: Callable[[], ProjectRun], jobs: int = 1,
                     max_bytes: int = MAX_FILE_BYTES) -> ProjectRun:
     """``run`` with findings a cache cannot have steered, for the fixes to write: the caches are the
-    checkout's, and a ``results.json`` or a summary planted in them (their keys are hashes of public
+    checkout's, and the cached results or a summary planted in them (their keys are hashes of public
     bytes) would otherwise choose which code is rewritten.
 
-    Where the findings to fix came from ``results.json``, they are made again from the summaries; the
+    Where the findings to fix came from the results cache, they are made again from the summaries; the
     summary of each file to fix is made again from its text, and where one differs from the summary the
     analysis used, no cache is trusted: ``analyse_afresh`` runs the project with none (and a warning says
     so). The summaries of the files not written are the cache's, by the hash of their content. A run
@@ -61,7 +61,7 @@ def run_to_fix_from(run: ProjectRun, config: Config, analyse_afresh: Callable[[]
 
 
 def _analysed_again(run: ProjectRun, config: Config, jobs: int, max_bytes: int) -> ProjectRun:
-    """``run`` (its findings read from ``results.json``) with the analysis, and the findings of the rules
+    """``run`` (its findings read from the results cache) with the analysis, and the findings of the rules
     that fix (GM1xx), made again from the summaries (the cache's, by the hash of each file's content) and
     reported as ``lint_project`` does. The other findings are the cache's, for the report, with no fix
     (GM2xx findings are reported, not rewritten: their rules, half the analysis' time on sglang, are not
@@ -86,7 +86,7 @@ FIXING_RULES = "GM1"
 
 
 def _summaries_again(run: ProjectRun, config: Config, jobs: int, max_bytes: int) -> dict[str, dict]:
-    """path -> summary of each module of ``run``'s project (whose findings came from ``results.json``): from
+    """path -> summary of each module of ``run``'s project (whose findings came from the results cache): from
     its cache, by the hash of each file's content, or made again. The cache is read, never written."""
     entries = loose_entries(run.loose_members, run.loose_folder, {}, max_bytes) if run.loose_members is not None \
         else project_files(run.root, config, run.files, max_bytes=max_bytes)

@@ -17,7 +17,8 @@ from .helpers import chdir, write_package
 from .test_bug_class import REVERSE
 
 # Every kind of record a summary keeps a position in: defs, classes, decorators, calls, assignments,
-# returns and yields, with-statements (items, enter_context), if-branches, loop and try blocks, lambdas.
+# returns and yields, with-statements (items, enter_context), if-branches, loop and try blocks, lambdas,
+# annotated class fields.
 RICH = '''import contextlib
 import torch
 
@@ -51,6 +52,11 @@ def main():
     def inner():
         return Runner()
     inner().warmup(torch.ones(2))
+
+
+class Config:
+    size: int
+    name: "str" = "x"
 '''
 
 
@@ -161,3 +167,17 @@ def test_the_language_servers_cache_carries_each_edit_from_the_one_before(tmp_pa
         lines.append([f.line for f in run.findings if f.path == path])
     assert lines == [[8], [9], [10]]
     assert not (root / ".gradmode_cache").exists()  # the server's cache is memory only
+
+
+def test_every_summary_of_a_real_package_has_a_shape_known_here():
+    """A field the summariser gains (one that may hold a position) must be taught to ``lints.shifts``:
+    until it is, no edit is carried (a fallback that is silent, so it is checked here)."""
+    from pathlib import Path
+
+    from lints.shifts import shape_and_places
+    from lints.sources import read_source
+
+    package = Path(__file__).resolve().parent.parent / "lints"
+    for path in sorted(package.rglob("*.py")):
+        summary = summarize_source(read_source(str(path), 1 << 22), "lints.x", False)
+        assert shape_and_places(summary) is not None, path
