@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Optional
 
 from .model import Finding, Fix
 from .summary_cache import encode_json
+from .summary_records import MODULE_SCOPE
 
 # The fields of a summary and of a function in it: a field added to either (one that may hold a
 # position) makes every shape unknown until this module learns it.
@@ -25,6 +26,7 @@ _FUNCTION_FIELDS = frozenset({"name", "qual", "line", "col", "cls", "parent", "p
                               "nested", "notable", "blocks", "ret"})
 _CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope", "fields"})
 NO_COLUMN = -1
+_REDEFINED = re.compile(r"@(\d+)(?=\.|$)")
 
 
 def shape_and_places(summary: dict) -> Optional[tuple[str, list[tuple[int, int]]]]:
@@ -38,12 +40,21 @@ def shape_and_places(summary: dict) -> Optional[tuple[str, list[tuple[int, int]]
         places.append((line, col))
         return 0
 
-    functions = {}
+    def named(qual: Optional[str]) -> Optional[str]:
+        # a redefinition is named by its line (``f@12``, ``summary.py``): that line is a position too
+        if qual is None or "@" not in qual:
+            return qual
+        return _REDEFINED.sub(lambda m: "@" * (at(int(m.group(1))) + 1), qual)
+
+    functions = []  # pairs, not a dict: two names that differ only by a line must stay two
     for qual, fn in summary["functions"].items():
         if set(fn) - _FUNCTION_FIELDS:
             return None
         shaped = dict(fn)
-        shaped["line"], shaped["col"] = at(fn["line"], fn["col"]), 0
+        shaped["qual"], shaped["parent"] = named(fn["qual"]), named(fn["parent"])
+        shaped["nested"] = [named(q) for q in fn["nested"]]
+        if qual != MODULE_SCOPE:  # the module's own scope is at (1, 0) whatever the file holds
+            shaped["line"], shaped["col"] = at(fn["line"], fn["col"]), 0
         shaped["dec"] = [[d[0], at(d[1], d[2]), 0] for d in fn["dec"]]
         shaped["calls"] = [[c[0], c[1], c[2], at(c[3], c[4]), 0, *c[5:]] for c in fn["calls"]]
         shaped["assigns"] = [[a[0], a[1], a[2], at(a[3], a[4]), 0, *a[5:]] for a in fn["assigns"]]
@@ -52,12 +63,13 @@ def shape_and_places(summary: dict) -> Optional[tuple[str, list[tuple[int, int]]
         shaped["withs"] = [[at(w[0], w[1]), 0, [[i[0], at(i[1], i[2]), 0, *i[3:]] for i in w[2]], w[3], w[4],
                             at(w[5]), *w[6:]] for w in fn["withs"]]
         shaped["blocks"] = [[at(first), at(last)] for first, last in fn["blocks"]]
-        functions[qual] = shaped
-    classes = {}
+        functions.append([named(qual), shaped])
+    classes = []
     for qual, klass in summary["classes"].items():
         if set(klass) - _CLASS_FIELDS:
             return None
-        classes[qual] = {**klass, "line": at(klass["line"])}
+        classes.append([named(qual), {**klass, "qual": named(klass["qual"]), "scope": named(klass["scope"]),
+                                      "line": at(klass["line"])}])
     rest = {k: v for k, v in summary.items() if k not in ("functions", "classes")}
     try:
         return encode_json([rest, functions, classes]), places
@@ -78,6 +90,12 @@ def line_shift(old: dict, new: dict) -> Optional[dict[int, int]]:
     ordered = sorted(lines.items())
     if any(earlier >= later for (_, earlier), (_, later) in zip(ordered, ordered[1:])):
         return None
+    # names with a line in them keep their order (the analysis sorts functions by name): f@9 and f@12
+    # would swap as f@10 and f@13
+    for field in ("functions", "classes"):
+        renamed = {qual: _REDEFINED.sub(lambda m: f"@{lines[int(m.group(1))]}", qual) for qual in old[field]}
+        if [renamed[q] for q in sorted(renamed)] != sorted(new[field]):
+            return None
     return lines
 
 
@@ -94,9 +112,12 @@ def _mover(shifts: dict[str, dict[int, int]]) -> tuple[Callable[[str, int], int]
         lines = shifts.get(path)
         if lines is None:
             return number
-        if number not in lines:
+        moved = lines.get(number)
+        if number == 1 and moved in (None, 1):
+            return 1  # the module's own scope is at line 1, whatever moved
+        if moved is None or number == 1:  # not a place of the file's summary; or either of two places
             raise _Unmoved(f"{path}:{number}")
-        return lines[number]
+        return moved
 
     def text(value: str) -> str:
         return spelt.sub(lambda m: f"{m.group(1)}:{line(m.group(1), int(m.group(2)))}", value)
