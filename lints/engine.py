@@ -47,7 +47,7 @@ class ProjectRun:
 
 def project_files(root: str, config: Config, extra: Sequence[str] = (),
                   overrides: Optional[dict[str, str]] = None, read_keys: bool = True,
-                  max_bytes: int = MAX_FILE_BYTES) -> list[ProjectFile]:
+                  max_bytes: int = MAX_FILE_BYTES, known_keys: Optional[dict] = None) -> list[ProjectFile]:
     files, _ = discover([root], config.exclude, stop_at=is_own_project, anchor=config.root,
                         respect_gitignore=config.respect_gitignore)
     files = [os.path.normpath(f) for f in files]
@@ -71,7 +71,7 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
         elif not read_keys:
             key = None
         else:
-            key = content_key(path, max_bytes)
+            key = content_key(path, max_bytes, known_keys)
         entries.append(ProjectFile(path, module, is_package, key))
     return entries
 
@@ -294,7 +294,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                                if p in overrides else "") for p in requested]
     else:
         entries = project_files(root, config, requested, overrides,
-                                read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes)
+                                read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes,
+                                known_keys=cache.known_keys if cache is not None else None)
     # results are saved with summaries: without any, they cannot be a hit
     if not entries:  # nothing to keep: no cache folder is made (a workspace above its checkouts has none)
         cache = None

@@ -69,6 +69,7 @@ class SummaryCache:
     """
 
     keeps_buffers = False  # whether summaries of editors' buffers are kept too (``put`` by their text's key)
+    known_keys: Optional[dict] = None  # the content keys of files as last seen (``summary_jobs.content_key``)
 
     def __init__(self, folder: Optional[Path]) -> None:
         self.folder = Path(folder) if folder is not None else None

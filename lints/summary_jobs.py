@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import time
 from typing import Optional, Union
 
 from .gc_pause import collector_paused
@@ -44,15 +45,35 @@ def text_key(path: str, text: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     return "text-" + file_key(text.encode("utf-8", "surrogatepass"))
 
 
-def content_key(path: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+def content_key(path: str, max_bytes: int = MAX_FILE_BYTES, known: Optional[dict] = None) -> str:
     """The hash the caches compare a file by; "" when it cannot be read (or is no regular file, or is
-    over ``max_bytes``: its cached summary must not stand in for the error summarising it gives)."""
+    over ``max_bytes``: its cached summary must not stand in for the error summarising it gives).
+    ``known``: path -> (stamp, key) from earlier calls of a long-lived process (the language server),
+    where a file whose size, times and inode are as they were is not read again."""
+    stamp = None
+    if known is not None:
+        try:
+            st = os.stat(path)
+            stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, max_bytes)
+        except (OSError, ValueError):
+            return ""
+        remembered = known.get(path)
+        if remembered is not None and remembered[0] == stamp:
+            return remembered[1]
     try:
         with open(path, "rb", opener=_nonblocking) as handle:
             raw = handle.read(max_bytes + 1)
-            return file_key(raw) if os.path.isfile(path) and len(raw) <= max_bytes else ""
+            key = file_key(raw) if os.path.isfile(path) and len(raw) <= max_bytes else ""
     except OSError:
         return ""
+    # as git does with "racily clean" files: a stamp is trusted once the file's times are older than the
+    # file system's clock can tell apart from an edit made after it was read
+    if stamp is not None and key and max(stamp[1], stamp[2]) < time.time_ns() - RACY_NANOSECONDS:
+        known[path] = (stamp, key)
+    return key
+
+
+RACY_NANOSECONDS = 2_000_000_000
 
 
 def _nonblocking(path: str, flags: int) -> int:

@@ -660,3 +660,34 @@ def test_quiet_leaves_the_cache_warning_out_and_keeps_the_findings(tmp_path):
         assert ("warning: cannot write cache" in proc.stderr) is warned, proc.stderr
     fix = run_module("lints.codemod", ".", "--cache-dir", str(cache), "--diff", "-q", cwd=root)
     assert fix.returncode == 1 and "warning" not in fix.stderr, fix.stderr
+
+
+def test_a_long_lived_process_reads_a_file_again_only_when_its_stamp_changed(tmp_path, monkeypatch):
+    """The language server hashes every file of the project on each run: a file whose size, times and inode
+    are as they were is not read again, unless it was written too recently to tell an edit from it."""
+    from lints import summary_jobs
+
+    path = tmp_path / "m.py"
+    path.write_text("x = 1\n")
+    old = os.stat(path).st_mtime_ns - 10 * 10**9
+    os.utime(path, ns=(old, old))
+    monkeypatch.setattr(summary_jobs, "RACY_NANOSECONDS", 0)  # its ctime is now: trusted all the same, here
+    hashed = []
+    real = summary_jobs.file_key
+    monkeypatch.setattr(summary_jobs, "file_key", lambda raw: hashed.append(raw) or real(raw))
+    known: dict = {}
+    first = summary_jobs.content_key(str(path), known=known)
+    assert summary_jobs.content_key(str(path), known=known) == first and len(hashed) == 1
+    path.write_text("x = 2\n")  # same size; its mtime put back: the ctime still moves
+    os.utime(path, ns=(old, old))
+    second = summary_jobs.content_key(str(path), known=known)
+    assert second != first and len(hashed) == 2
+    # written just now: its stamp is not kept, so an edit within the clock's resolution is still seen
+    monkeypatch.undo()
+    monkeypatch.setattr(summary_jobs, "file_key", lambda raw: hashed.append(raw) or real(raw))
+    fresh = tmp_path / "n.py"
+    fresh.write_text("y = 1\n")
+    summary_jobs.content_key(str(fresh), known=known)
+    summary_jobs.content_key(str(fresh), known=known)
+    assert len(hashed) == 4 and str(fresh) not in known
+    assert summary_jobs.content_key(str(tmp_path / "gone.py"), known=known) == ""
