@@ -47,10 +47,13 @@ class ProjectRun:
 
 def project_files(root: str, config: Config, extra: Sequence[str] = (),
                   overrides: Optional[dict[str, str]] = None, read_keys: bool = True,
-                  max_bytes: int = MAX_FILE_BYTES, known_keys: Optional[dict] = None) -> list[ProjectFile]:
-    files, _ = discover([root], config.exclude, stop_at=is_own_project, anchor=config.root,
-                        respect_gitignore=config.respect_gitignore)
-    files = [os.path.normpath(f) for f in files]
+                  max_bytes: int = MAX_FILE_BYTES, known_keys: Optional[dict] = None,
+                  walked: Optional[list[str]] = None) -> list[ProjectFile]:
+    """``walked``: what ``discover([root], ...)`` with these settings found already."""
+    if walked is None:
+        walked = discover([root], config.exclude, stop_at=is_own_project, anchor=config.root,
+                          respect_gitignore=config.respect_gitignore)[0]
+    files = [os.path.normpath(f) for f in walked]
     # Named files the walk skipped (outside the root, or under an excluded folder: exclude applies
     # to what a walk finds, as in ruff) join the project. One the walk found keeps its spelling,
     # unless its text is given: overrides are looked up by the spelling they were given in.
@@ -250,9 +253,10 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
 
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
     forget_ignore_files()  # a run reads them afresh (the flake8 plugin runs many in one process)
-    requested, errors = discover([p for p in paths if os.path.normpath(p) not in overrides], config.exclude,
-                                 stop_at=is_own_project, anchor=config.root,
+    given = [p for p in paths if os.path.normpath(p) not in overrides]
+    requested, errors = discover(given, config.exclude, stop_at=is_own_project, anchor=config.root,
                                  respect_gitignore=config.respect_gitignore)
+    walked = requested  # the project's own walk, where the one folder given is its root (below)
     requested = _distinct([os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested])
     locator = ProjectLocator()
     if config.force_exclude:  # a path given that exclude matches (it, or a folder above it) is left out too,
@@ -293,9 +297,11 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         entries = [ProjectFile(p, *module_name_for(p, base), text_key(p, overrides[p], max_bytes)
                                if p in overrides else "") for p in requested]
     else:
+        same_walk = len(given) == 1 and os.path.normpath(given[0]) == root and not errors
         entries = project_files(root, config, requested, overrides,
                                 read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes,
-                                known_keys=cache.known_keys if cache is not None else None)
+                                known_keys=cache.known_keys if cache is not None else None,
+                                walked=walked if same_walk else None)
     # results are saved with summaries: without any, they cannot be a hit
     if not entries:  # nothing to keep: no cache folder is made (a workspace above its checkouts has none)
         cache = None

@@ -21,7 +21,11 @@ def module_name_for(path: str, root: str) -> tuple[str, bool]:
 
     Folders without ``__init__.py`` count as namespace packages, as Python treats them.
     """
-    relative = os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
+    absolute = os.path.abspath(path)
+    inside = os.path.join(root, "")
+    # below the root (every file of a project walk): a slice, not relpath (a tenth of a server run's time)
+    relative = (absolute[len(inside):] if absolute.startswith(inside) else os.path.relpath(absolute, root)
+                ).replace(os.sep, "/")
     if relative.startswith("../"):
         relative = os.path.basename(path)
     parts = relative[:-3].split("/") if relative.endswith(".py") else relative.split("/")

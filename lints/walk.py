@@ -13,8 +13,11 @@ from .model import FileError
 from .sources import NOT_REGULAR, is_regular_file
 
 
-def _excluded(name: str, full: str, exclude: tuple[str, ...], anchor: str) -> bool:
-    return path_match(relative_to(full, anchor), exclude) is not None or path_match(
+def _excluded(name: str, full: str, exclude: tuple[str, ...], anchor: str, relative: Optional[str] = None) -> bool:
+    """``relative``: ``relative_to(full, anchor)`` where the caller knows it already."""
+    if not exclude:
+        return False
+    return path_match(relative_to(full, anchor) if relative is None else relative, exclude) is not None or path_match(
         name, tuple(p for p in exclude if "/" not in p)) is not None  # `./build` is no name: the top one only
 
 
@@ -61,9 +64,11 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Sto
             for root, names in _walk(given, exclude, stop_at, anchor, respect_gitignore):
                 root = os.path.normpath(root)
                 root = "" if root == os.curdir else root  # `a.py`, not `./a.py`
+                # a file's path as globs match it is its folder's and its name: counted once per folder
+                folder = relative_to(root or os.curdir, anchor) if exclude else ""
                 for name in names:
                     full = os.path.join(root, name)
-                    if not _excluded(name, full, exclude, anchor):
+                    if not _excluded(name, full, exclude, anchor, name if folder == "." else f"{folder}/{name}"):
                         if is_regular_file(full) is False:  # a FIFO would block the run; a broken link
                             errors.append(FileError(full, NOT_REGULAR))  # reports its own error later
                         else:
