@@ -54,6 +54,7 @@ def create_server(args: argparse.Namespace):
             super().__init__("gradmode-lint", __version__)
             self.roots: list[str] = []
             self.caches: dict[tuple, MemorySummaries] = {}
+            self.walks: dict = {}  # the folders' walks, kept while they are as they were
             self.analysis_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gradmode-analysis")
             self.action_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gradmode-actions")
             self.generation = 0
@@ -122,7 +123,7 @@ def create_server(args: argparse.Namespace):
                 try:
                     analysed = await asyncio.get_running_loop().run_in_executor(
                         self.analysis_pool, analyse_workspace, list(self.roots), documents, args, self.caches,
-                        self.jobs)
+                        self.jobs, self.walks)
                 except ConfigError as exc:
                     for each in errors_of(exc):
                         self.log(f"gradmode-lint: settings error: {each}", lsp.MessageType.Error)

@@ -4,6 +4,7 @@ findings and file errors as LSP diagnostics, and each finding's fix and ``# noqa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import os
@@ -21,7 +22,7 @@ from .output import chain_of
 from .sources import read_source, source_from_text, source_lines
 from .spans import end_positions
 from .summary_cache import SummaryCache
-from .walk import excluded_below
+from .walk import excluded_below, walks_remembered
 
 SOURCE = "gradmode-lint"
 # what each fix does, for the code action's title
@@ -82,7 +83,15 @@ def _as_saved(path: str, text: str, max_bytes: int) -> bool:
 
 def analyse_workspace(roots: Sequence[str], documents: dict[str, tuple[str, Optional[int]]],
                       args: argparse.Namespace, caches: dict[tuple, MemorySummaries],
-                      jobs: int) -> Analysed:
+                      jobs: int, walks: Optional[dict] = None) -> Analysed:
+    """``_analysed``, with the walks of the run before reused while the folders are as they were (``walks``:
+    the memo the server keeps, ``walk.walks_remembered``)."""
+    with walks_remembered(walks) if walks is not None else contextlib.nullcontext():
+        return _analysed(roots, documents, args, caches, jobs)
+
+
+def _analysed(roots: Sequence[str], documents: dict[str, tuple[str, Optional[int]]],
+              args: argparse.Namespace, caches: dict[tuple, MemorySummaries], jobs: int) -> Analysed:
     """Lint the projects of ``roots`` (absolute folders) and the ``documents`` (absolute path -> (text,
     version)) outside them, the documents' texts in place of their files. Raises ``ConfigError``
     when no settings can be read."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
 
 from . import gitignore
@@ -58,10 +59,20 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Sto
     exclude = tuple(exclude)
     files: list[str] = []
     errors: list[FileError] = []
+    # a remembered walk's files are the same while its listings are (a file's type cannot change in place)
+    key = ("discover", tuple(paths), os.getcwd(), exclude, stop_at, anchor, respect_gitignore)
+    listings = [_listing(given, exclude, stop_at, anchor, respect_gitignore) if os.path.isdir(given) else given
+                for given in paths] if _remembered is not None else None
+    if listings is not None and key in _remembered:
+        used, found = _remembered[key]
+        if len(used) == len(listings) and all(a is b for a, b in zip(used, listings)):
+            return list(found[0]), list(found[1])
 
-    for given in paths:
+    for index, given in enumerate(paths):
         if os.path.isdir(given):
-            for root, names in _walk(given, exclude, stop_at, anchor, respect_gitignore):
+            walked = listings[index][0] if listings is not None and isinstance(listings[index], tuple) else \
+                _walk(given, exclude, stop_at, anchor, respect_gitignore)
+            for root, names in walked:
                 root = os.path.normpath(root)
                 root = "" if root == os.curdir else root  # `a.py`, not `./a.py`
                 # a file's path as globs match it is its folder's and its name: counted once per folder
@@ -77,7 +88,10 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Sto
             files.append(given)  # a broken link or unreadable file reports its own error
         else:
             errors.append(FileError(os.path.normpath(given), "no such file or directory"))
-    return sorted(dict.fromkeys(files)), errors
+    found = sorted(dict.fromkeys(files)), errors
+    if listings is not None and all(isinstance(listing, tuple) for listing in listings):  # no file given by name
+        _remembered[key] = (listings, found)
+    return list(found[0]), list(found[1])
 
 
 # (folder, the names of its entries) -> whether a walk leaves that folder out
@@ -99,6 +113,58 @@ def _walk(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt] = Non
 
 Listing = tuple[list[tuple[str, list[str]]], list[str]]  # (folder, its .py names) walked; the folders left out
 _shared_listings: Optional[dict[tuple, Listing]] = None
+_remembered: Optional[dict[tuple, tuple[list, Listing]]] = None
+
+
+@contextlib.contextmanager
+def walks_remembered(memo: dict) -> Iterator[None]:
+    """Within this block a walk is taken from ``memo`` (kept by a long-lived process: the language server)
+    while every folder it listed, and every file in them that decides what it leaves out (``.gitignore``,
+    ``.git``, ``pyproject.toml``), and in the folders above it, is as it was: a folder's times change when
+    an entry is added, removed or renamed in it."""
+    global _remembered
+    outer, _remembered = _remembered, memo
+    try:
+        yield
+    finally:
+        _remembered = outer
+
+
+# the names in a folder that decide what a walk leaves out: git's ignore files, checkout and settings markers
+_DECIDING = (".gitignore", ".git", os.path.join(".git", "info", "exclude"), "pyproject.toml")
+# A stamp younger than this is not trusted: an edit within the file system's clock resolution would not move it.
+RACY_NANOSECONDS = 2_000_000_000
+
+
+def _stamps(folders: Iterable[str]) -> Optional[tuple]:
+    """The stamps of ``folders`` and of their deciding files (None for one absent); None where any is too
+    recent to be trusted or cannot be read."""
+    stamps = []
+    recent = time.time_ns() - RACY_NANOSECONDS
+    for folder in folders:
+        for path in (folder, *(os.path.join(folder, name) for name in _DECIDING)):
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                stamps.append(None)
+                continue
+            except OSError:
+                return None
+            if max(st.st_mtime_ns, st.st_ctime_ns) >= recent:
+                return None
+            stamps.append((st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size, st.st_mode))
+    return tuple(stamps)
+
+
+def _above(folder: str) -> list[str]:
+    """The folders above ``folder`` (absolute), whose ignore files and markers a walk from it reads too."""
+    out = []
+    while True:
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return out
+        out.append(parent)
+        folder = parent
 
 
 @contextlib.contextmanager
@@ -125,8 +191,14 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
     key = (os.path.abspath(folder), folder, exclude, stop_at, anchor, respect_gitignore)
     if _shared_listings is not None and key in _shared_listings:
         return _shared_listings[key]
+    if _remembered is not None and key in _remembered:
+        folders, listing = _remembered[key]
+        if _stamps(folders[0]) == folders[1]:
+            return listing
+        del _remembered[key]
     walked: list[tuple[str, list[str]]] = []
     stopped: list[str] = []
+    unlisted: list[str] = []  # folders that could not be listed
     top = os.path.abspath(folder)
     # (folder, its absolute path, the ignore rules of the folder holding it); next to see at the end
     pending: list[tuple[str, str, Optional[gitignore.Rules]]] = [(folder, top, None)]
@@ -136,6 +208,7 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
             with os.scandir(root) as scan:
                 entries = list(scan)
         except OSError:
+            unlisted.append(absolute)
             continue
         names = {entry.name for entry in entries}
         if stop_at is not None and root != folder and stop_at(root, names):
@@ -157,6 +230,12 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
             pending.append((os.path.join(root, name), os.path.join(absolute, name), rules))
     if _shared_listings is not None:
         _shared_listings[key] = (walked, stopped)
+    if _remembered is not None:
+        seen = [os.path.abspath(root) for root, _ in walked] + [os.path.abspath(root) for root in stopped] + unlisted \
+            + _above(top)
+        stamps = _stamps(seen)
+        if stamps is not None:
+            _remembered[key] = ((seen, stamps), (walked, stopped))
     return walked, stopped
 
 

@@ -1,6 +1,7 @@
 """The caches are data (SQLite rows of JSON), never code; a bad or foreign cache is a miss, never a wrong result."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -691,3 +692,42 @@ def test_a_long_lived_process_reads_a_file_again_only_when_its_stamp_changed(tmp
     summary_jobs.content_key(str(fresh), known=known)
     assert len(hashed) == 4 and str(fresh) not in known
     assert summary_jobs.content_key(str(tmp_path / "gone.py"), known=known) == ""
+
+
+def test_a_remembered_walk_is_reused_only_while_its_folders_and_ignore_files_are_as_they_were(tmp_path, monkeypatch):
+    """The language server walks the project on every keystroke: a walk is kept while every folder it listed
+    (a folder's times move when an entry is added, removed or renamed in it), and the `.gitignore`,
+    `.git` and `pyproject.toml` in them and above them, are as they were."""
+    from lints import walk
+    from lints.project_roots import is_own_project
+
+    monkeypatch.setattr(walk, "RACY_NANOSECONDS", 0)  # stamps made just now are trusted, here
+    root = write_package(tmp_path / "repo", {"engine/a.py": "", "engine/sub/b.py": ""})
+    listed = []
+    real = os.scandir
+    monkeypatch.setattr(walk.os, "scandir", lambda path: listed.append(path) or real(path))
+    memo: dict = {}
+
+    def files(remembered: bool = True) -> list[str]:
+        walk.gitignore.forget()  # as each run does
+        with walk.walks_remembered(memo) if remembered else contextlib.nullcontext():
+            found, _ = walk.discover([str(root)], (), stop_at=is_own_project)
+        return sorted(os.path.relpath(f, root) for f in found)
+
+    first = files()
+    assert os.path.join("engine", "sub", "b.py") in first and listed
+    listed.clear()
+    assert files() == first and listed == []  # nothing changed: nothing listed again
+    (tmp_path / ".git").mkdir()  # the checkout's root, above the folder walked
+    for change in (lambda: (root / "engine" / "sub" / "c.py").write_text(""),
+                   lambda: (root / "engine" / ".gitignore").write_text("a.py\n"),
+                   lambda: (root / "engine" / ".gitignore").write_text("sub/\n"),
+                   lambda: (root / "engine" / ".gitignore").unlink(),
+                   lambda: (root / "engine" / "sub" / "c.py").unlink(),
+                   lambda: (root / "engine" / "sub" / "pyproject.toml").write_text("[tool.gradmode]\n"),
+                   lambda: (tmp_path / ".gitignore").write_text("a.py\n")):
+        before = files()
+        change()
+        listed.clear()
+        found = files()
+        assert listed and found == files(remembered=False) != before  # walked again, as a walk without it
