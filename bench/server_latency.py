@@ -86,6 +86,7 @@ async def measure(tree: Path, path: Path, edits: int, debounce: float | None, ti
     analysed = [line for line in logs if "analysed in" in line]
     print(f"file: {path.relative_to(tree)} ({findings[0] if findings else '?'} diagnostic(s) in it), "
           f"{len({u for _, u, _, _ in published})} file(s) with diagnostics published")
+    print("server log, each run: " + "; ".join(line.rpartition("analysed in ")[2] for line in analysed))
     print(f"server log, last run: {analysed[-1] if analysed else '(none)'}")
     print(f"didChange -> publishDiagnostics over {edits} one-line edits: "
           f"median {statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms, "
