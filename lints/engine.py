@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .cache_folders import cache_folder, markerless_cache_folder
 from .gitignore import forget as forget_ignore_files
 from .gc_pause import collector_paused
 from .loose_files import loose_entries, loose_project
@@ -21,7 +22,7 @@ from .noqa import without_suppressed
 from .options import Config
 from .project_roots import ProjectLocator, excluded_from_here, is_own_project, package_only
 from .sources import MAX_FILE_BYTES, read_source, text_reader
-from .summary_cache import CACHE_FORMAT, SummaryCache, cache_folder, markerless_cache_folder
+from .summary_cache import CACHE_FORMAT, SummaryCache
 from .summary_jobs import ProjectFile, collect_summaries, content_key, text_key
 from .walk import discover, excluded_below
 from .warn import warn

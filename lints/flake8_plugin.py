@@ -137,7 +137,7 @@ class GradModeChecker:
         import subprocess
         import sys
 
-        from .summary_cache import cache_folder, ignore_in_git
+        from .cache_folders import cache_folder, ignore_in_git
 
         # projects with a marker, and folders given outside any: what `_project_findings` analyses
         # whole (files outside those are grouped as the CLI groups them, and are few)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from lints.summary_cache import cache_folder
+from lints.cache_folders import cache_folder
 
 from lints.options import Config
 
