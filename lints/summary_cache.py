@@ -48,7 +48,8 @@ CACHE_FILE = "cache.sqlite3"
 # the checkout's to plant) is no cache of ours and is replaced.
 _TABLES = {
     "facts": "CREATE TABLE facts (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "summaries": "CREATE TABLE summaries (path TEXT PRIMARY KEY, key TEXT NOT NULL, summary TEXT NOT NULL)",
+    # a path as bytes: a file name that is not UTF-8 reaches Python with lone surrogates, which SQLite's text refuses
+    "summaries": "CREATE TABLE summaries (path BLOB PRIMARY KEY, key TEXT NOT NULL, summary TEXT NOT NULL)",
 }
 _SCHEMA = sorted([("table", name, sql) for name, sql in _TABLES.items()]
                  + [("index", f"sqlite_autoindex_{name}_1", None) for name in _TABLES], key=lambda row: row[1])
@@ -108,8 +109,8 @@ class SummaryCache:
                     db.close()
                     return None
                 with collector_paused():
-                    self._stored = {path: key for path, key in db.execute("SELECT path, key FROM summaries")
-                                    if isinstance(path, str) and isinstance(key, str)}
+                    self._stored = {path.decode("utf-8", "surrogatepass"): key for path, key in db.execute(
+                        "SELECT path, key FROM summaries") if isinstance(path, bytes) and isinstance(key, str)}
             except BaseException:
                 db.close()
                 raise
@@ -172,7 +173,7 @@ class SummaryCache:
         self._connection()
         if self._stored.get(path) != key:
             return None
-        row = self._row("SELECT key, summary FROM summaries WHERE path = ?", (path,))
+        row = self._row("SELECT key, summary FROM summaries WHERE path = ?", (_as_bytes(path),))
         if row is None or row[0] != key or not isinstance(row[1], str):
             return None
         summary = _decoded(row[1])
@@ -217,15 +218,15 @@ class SummaryCache:
         for path in sorted(self._changed if not self._rewrite else self._entries):
             entry = self._entries.get(path)
             if entry is None:
-                rows.append(("DELETE FROM summaries WHERE path = ?", (path,)))
+                rows.append(("DELETE FROM summaries WHERE path = ?", (_as_bytes(path),)))
                 continue
             try:
                 text = self._texts.get(path) or encode_json(entry[1])
             except (ValueError, RecursionError) as exc:  # a summary JSON cannot hold: that file is not cached
                 failed = f"{type(exc).__name__}: {exc}"
-                rows.append(("DELETE FROM summaries WHERE path = ?", (path,)))
+                rows.append(("DELETE FROM summaries WHERE path = ?", (_as_bytes(path),)))
                 continue
-            rows.append(("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?)", (path, entry[0], text)))
+            rows.append(("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?)", (_as_bytes(path), entry[0], text)))
         if failed is not None:
             warn(f"cannot write cache {self.path}: {failed}")
         if self._store(rows):
@@ -318,6 +319,10 @@ def _remove_side_files(path: Path, only_odd: bool = False) -> None:
                 os.unlink(side)
             except OSError:
                 pass
+
+
+def _as_bytes(path: str) -> bytes:
+    return path.encode("utf-8", "surrogatepass")
 
 
 def _decoded(text: str):

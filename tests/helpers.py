@@ -122,7 +122,8 @@ def cache_rows(folder: Path) -> dict[str, list]:
     import sqlite3
 
     with contextlib.closing(sqlite3.connect(Path(folder) / "cache.sqlite3")) as db:
-        return {path: [key, json.loads(text)] for path, key, text in db.execute("SELECT path, key, summary FROM summaries")}
+        return {path.decode("utf-8", "surrogatepass"): [key, json.loads(text)]
+                for path, key, text in db.execute("SELECT path, key, summary FROM summaries")}
 
 
 def write_cache_rows(folder: Path, rows: dict[str, list]) -> None:
@@ -133,7 +134,8 @@ def write_cache_rows(folder: Path, rows: dict[str, list]) -> None:
     with contextlib.closing(sqlite3.connect(Path(folder) / "cache.sqlite3")) as db, db:
         db.execute("DELETE FROM summaries")
         db.executemany("INSERT INTO summaries VALUES (?, ?, ?)",
-                       [(path, key, json.dumps(summary)) for path, (key, summary) in rows.items()])
+                       [(path.encode("utf-8", "surrogatepass"), key, json.dumps(summary))
+                        for path, (key, summary) in rows.items()])
 
 
 def cache_fact(folder: Path, name: str):

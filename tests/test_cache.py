@@ -317,7 +317,7 @@ def test_a_rerun_writes_only_the_rows_of_the_files_that_changed(tmp_path, monkey
     (root / "engine" / "other4.py").unlink()
     (root / "engine" / "other1.py").write_text("def f1():\n    return 11\n")
     found, _ = _findings(root, jobs=1)
-    summaries = [(query.split()[0], args[0]) for query, args in written if "summaries" in query]
+    summaries = [(query.split()[0], args[0].decode()) for query, args in written if "summaries" in query]
     assert sorted(summaries) == [("DELETE", os.path.join("engine", "other4.py")),
                                  ("INSERT", os.path.join("engine", "other1.py"))]
     assert found == cold and len(cache_rows(cache)) == len(list(root.rglob("*.py")))
