@@ -301,7 +301,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         same_walk = len(given) == 1 and os.path.normpath(given[0]) == root and not errors
         entries = project_files(root, config, requested, overrides,
                                 read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes,
-                                known_keys=cache.known_keys if cache is not None else None,
+                                known_keys=cache.known_keys() if cache is not None else None,
                                 walked=walked if same_walk else None)
     # results are saved with summaries: without any, they cannot be a hit
     if not entries:  # nothing to keep: no cache folder is made (a workspace above its checkouts has none)
@@ -321,6 +321,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             serving = ServingMode(*[str(v) for v in cached["serving"]])
         except Exception:  # a result of any other shape (the checkout's to plant) is a miss
             cached = None
+        else:
+            cache.save()  # the files' stamps it learnt, if any: the next run need not read them
     # keeps the results of runs over editors' buffers only in memory (the language server's)
     keep_results = cache is not None and (not overrides or cache.folder is None)
     if cached is None and digest is not None:

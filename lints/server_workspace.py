@@ -46,7 +46,6 @@ class MemorySummaries(SummaryCache):
 
     def __init__(self) -> None:
         super().__init__(None)
-        self.known_keys = {}  # a file not touched since the last run is not read again
 
 
 @dataclasses.dataclass

@@ -49,7 +49,9 @@ CACHE_FILE = "cache.sqlite3"
 _TABLES = {
     "facts": "CREATE TABLE facts (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # a path as bytes: a file name that is not UTF-8 reaches Python with lone surrogates, which SQLite's text refuses
-    "summaries": "CREATE TABLE summaries (path BLOB PRIMARY KEY, key TEXT NOT NULL, summary TEXT NOT NULL)",
+    # stamp: the file's size, times and inode when its key was last taken (``summary_jobs.content_key``)
+    "summaries": "CREATE TABLE summaries (path BLOB PRIMARY KEY, key TEXT NOT NULL, summary TEXT NOT NULL, "
+                 "stamp TEXT)",
 }
 _SCHEMA = sorted([("table", name, sql) for name, sql in _TABLES.items()]
                  + [("index", f"sqlite_autoindex_{name}_1", None) for name in _TABLES], key=lambda row: row[1])
@@ -66,7 +68,6 @@ class SummaryCache:
     """
 
     keeps_buffers = False  # whether summaries of editors' buffers are kept too (``put`` by their text's key)
-    known_keys: Optional[dict] = None  # the content keys of files as last seen (``summary_jobs.content_key``)
 
     def __init__(self, folder: Optional[Path]) -> None:
         self.folder = Path(folder) if folder is not None else None
@@ -74,6 +75,8 @@ class SummaryCache:
         self._db: Optional[sqlite3.Connection] = None
         self._opened = False
         self._stored: dict[str, str] = {}  # path -> key of each row of the file as read
+        self._stamps: dict[str, tuple] = {}  # path -> (stamp, key) of each row with a stamp, as read
+        self._known: Optional[dict[str, tuple]] = None  # the same, as this run learns them (``known_keys``)
         self._entries: dict[str, list] = {}  # path -> [key, summary] read or put by this run
         self._texts: dict[str, str] = {}  # path -> its summary as JSON text, where a worker encoded it
         self._changed: set[str] = set()  # paths whose row is to be written, or removed
@@ -109,13 +112,18 @@ class SummaryCache:
                     db.close()
                     return None
                 with collector_paused():
-                    self._stored = {path.decode("utf-8", "surrogatepass"): key for path, key in db.execute(
-                        "SELECT path, key FROM summaries") if isinstance(path, bytes) and isinstance(key, str)}
+                    for path, key, stamp in db.execute("SELECT path, key, stamp FROM summaries"):
+                        if isinstance(path, bytes) and isinstance(key, str):
+                            path = path.decode("utf-8", "surrogatepass")
+                            self._stored[path] = key
+                            stamp = _decoded(stamp) if isinstance(stamp, str) else None
+                            if isinstance(stamp, list) and len(stamp) == 6 and all(type(v) is int for v in stamp):
+                                self._stamps[path] = (tuple(stamp), key)
             except BaseException:
                 db.close()
                 raise
         except (OSError, sqlite3.Error, MemoryError):
-            self._stored = {}
+            self._stored, self._stamps = {}, {}
             return None
         self._db, self._rewrite = db, False
         return db
@@ -165,6 +173,14 @@ class SummaryCache:
             return not self._entries and self._results is None
         return not self.path.is_file()
 
+    def known_keys(self) -> dict[str, tuple]:
+        """path -> (stamp, key): files whose stamp is as it was need not be read to be hashed again
+        (``summary_jobs.content_key`` adds what it learns; ``save`` keeps it with the rows)."""
+        if self._known is None:
+            self._connection()
+            self._known = dict(self._stamps)
+        return self._known
+
     # -- summaries ---------------------------------------------------------------------------------------
     def get(self, path: str, key: str) -> Optional[dict]:
         entry = self._entries.get(path)
@@ -212,7 +228,7 @@ class SummaryCache:
         if self.path is None:
             return
         self._connection()
-        if not (self._changed or self._rewrite):
+        if not (self._changed or self._rewrite or self._known and self._known != self._stamps):
             return
         rows, failed = [], None
         for path in sorted(self._changed if not self._rewrite else self._entries):
@@ -226,12 +242,25 @@ class SummaryCache:
                 failed = f"{type(exc).__name__}: {exc}"
                 rows.append(("DELETE FROM summaries WHERE path = ?", (_as_bytes(path),)))
                 continue
-            rows.append(("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?)", (_as_bytes(path), entry[0], text)))
+            rows.append(("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?)",
+                         (_as_bytes(path), entry[0], text, self._stamp_of(path, entry[0]))))
+        written = set(self._changed if not self._rewrite else self._entries)
+        if not self._rewrite:  # stamps learnt of rows that stay as they are
+            rows += [("UPDATE summaries SET stamp = ? WHERE path = ? AND key = ?",
+                      (encode_json(list(stamp)), _as_bytes(path), key))
+                     for path, (stamp, key) in sorted((self._known or {}).items())
+                     if path not in written and self._stamps.get(path) != (stamp, key)
+                     and self._stored.get(path) == key]
         if failed is not None:
             warn(f"cannot write cache {self.path}: {failed}")
-        if self._store(rows):
+        if (rows or self._rewrite) and self._store(rows):
             self._changed, self._texts = set(), {}
             self._stored.update({p: e[0] for p, e in self._entries.items()})
+            self._stamps = dict(self._known or self._stamps)
+
+    def _stamp_of(self, path: str, key: str) -> Optional[str]:
+        known = (self._known or {}).get(path)
+        return encode_json(list(known[0])) if known is not None and known[1] == key else None
 
     def _store(self, statements: list[tuple[str, tuple]]) -> bool:
         """Run ``statements`` in one transaction, in a new file where the old one is not ours; whether they were."""

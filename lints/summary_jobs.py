@@ -58,7 +58,7 @@ def content_key(path: str, max_bytes: int = MAX_FILE_BYTES, known: Optional[dict
         except (OSError, ValueError):
             return ""
         remembered = known.get(path)
-        if remembered is not None and remembered[0] == stamp:
+        if remembered is not None and tuple(remembered[0]) == stamp:
             return remembered[1]
     try:
         with open(path, "rb", opener=_nonblocking) as handle:

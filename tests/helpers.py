@@ -133,7 +133,7 @@ def write_cache_rows(folder: Path, rows: dict[str, list]) -> None:
 
     with contextlib.closing(sqlite3.connect(Path(folder) / "cache.sqlite3")) as db, db:
         db.execute("DELETE FROM summaries")
-        db.executemany("INSERT INTO summaries VALUES (?, ?, ?)",
+        db.executemany("INSERT INTO summaries (path, key, summary) VALUES (?, ?, ?)",
                        [(path.encode("utf-8", "surrogatepass"), key, json.dumps(summary))
                         for path, (key, summary) in rows.items()])
 

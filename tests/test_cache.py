@@ -75,7 +75,7 @@ def _foreign_databases(path) -> None:
               [*_TABLES.values(), "CREATE VIEW v AS SELECT * FROM summaries"],
               [*_TABLES.values(), "INSERT INTO facts VALUES ('format', 'gradmode-summaries/other')"],
               [*_TABLES.values(), f"INSERT INTO facts VALUES ('format', '{CACHE_FORMAT}')",
-               "INSERT INTO summaries VALUES ('engine/warm.py', 5, x'00')"]]
+               "INSERT INTO summaries VALUES ('engine/warm.py', 5, x'00', 7)"]]
     for statements in plants:
         path.unlink(missing_ok=True)
         with sqlite3.connect(path) as db:
@@ -731,3 +731,31 @@ def test_a_remembered_walk_is_reused_only_while_its_folders_and_ignore_files_are
         listed.clear()
         found = files()
         assert listed and found == files(remembered=False) != before  # walked again, as a walk without it
+
+
+def test_the_cache_keeps_each_files_stamp_so_a_rerun_hashes_only_what_changed(tmp_path, monkeypatch):
+    from lints import summary_jobs
+
+    monkeypatch.setattr(summary_jobs, "RACY_NANOSECONDS", 0)  # the files were written just now
+    root = _project_with_others(tmp_path)
+    cold, _ = _findings(root, jobs=1)
+    hashed = []
+    real = summary_jobs.file_key
+    monkeypatch.setattr(summary_jobs, "file_key", lambda raw: hashed.append(raw) or real(raw))
+    _findings(root, jobs=1)  # a hit: every file hashed once more, and its stamp kept
+    assert len(hashed) == len(list(root.rglob("*.py")))
+    hashed.clear()
+    found, run = _findings(root, jobs=1)
+    assert found == cold and run.analysis is None and hashed == []  # nothing read again
+    (root / "engine" / "other2.py").write_text("def f2():\n    return 22\n")
+    found, run = _findings(root, jobs=1)
+    assert found == cold and hashed and all(raw == b"def f2():\n    return 22\n" for raw in hashed)
+    # a stamp that lies (the checkout's to plant) names a key: the row of that key must match it, or it is a miss
+    rows = cache_rows(root / ".gradmode_cache")
+    warm = os.path.join("engine", "warm.py")
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(root / ".gradmode_cache" / "cache.sqlite3")) as db, db:
+        db.execute("UPDATE summaries SET stamp = '[1, 2, 3]' WHERE path = ?", (warm.encode(),))
+    write_cache_fact(root / ".gradmode_cache", "results", None)
+    assert _findings(root, jobs=1)[0] == cold and rows == cache_rows(root / ".gradmode_cache")
