@@ -66,7 +66,8 @@ def _middle(text: str) -> str:
 
 
 def run(tool: Path, cache: Path, project: Path, args: list[str], stdin: str | None = None) -> tuple[float, str]:
-    env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
+    # as installed: bytecode written once and reused (without it each run compiles the modules again)
+    env = {k: v for k, v in os.environ.items() if k not in ("GRADMODE_CACHE_DIR", "PYTHONDONTWRITEBYTECODE")}
     env["PYTHONPATH"] = str(tool)
     command = [sys.executable, "-m", "lints", *args, "-q", "--format", "concise", "--cache-dir", str(cache)]
     start = time.perf_counter()
