@@ -310,7 +310,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         cache.limit_to_sources(_source_bytes(entries, overrides))
     complete = all(entry.key is not None for entry in entries)
     # a text given in place of a file is in the digest by its content: an editor's buffer that is
-    # the file as saved reuses the run's result; results are saved only for the files as they are
+    # the file as saved reuses the run's result; results are saved only for the files as they are,
+    # but in a cache in memory (the language server's) for its buffers too
     digest = _digest(config, entries, max_bytes) if cache is not None and complete else None
     cached = cache.results(digest) if digest is not None else None
     analysis = None
@@ -323,7 +324,6 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             cached = None
         else:
             cache.save()  # the files' stamps it learnt, if any: the next run need not read them
-    # keeps the results of runs over editors' buffers only in memory (the language server's)
     keep_results = cache is not None and (not overrides or cache.folder is None)
     if cached is None and digest is not None:
         try:
@@ -332,7 +332,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             moved = None
         if moved is not None:
             all_findings, summary_errors, serving = moved
-            cached = {"moved": True}
+            cached = {"carried": True}  # not analysed: as a hit
             cache.save()
             if keep_results:
                 cache.save_results(digest, all_findings, summary_errors, serving,
