@@ -44,7 +44,11 @@ def shape_and_places(summary: dict) -> Optional[tuple[str, list[tuple[int, int]]
         # a redefinition is named by its line (``f@12``, ``summary.py``): that line is a position too
         if qual is None or "@" not in qual:
             return qual
-        return _REDEFINED.sub(lambda m: "@" * (at(int(m.group(1))) + 1), qual)
+        def line_out(match: re.Match) -> str:
+            at(int(match.group(1)))
+            return "@"
+
+        return _REDEFINED.sub(line_out, qual)
 
     functions = []  # pairs, not a dict: two names that differ only by a line must stay two
     for qual, fn in summary["functions"].items():
