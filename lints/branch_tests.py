@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from .syntax_children import push_children
+
 # Calls that test that their first argument is there (and of a kind); under `not`, that it is missing.
 _PRESENCE_TESTS = frozenset({"isinstance", "hasattr", "callable", "is_tensor"})
 
@@ -28,8 +30,8 @@ def missing_names(test: ast.AST) -> list[str]:
             stack.extend((value, positive) for value in node.values)
         elif isinstance(node, ast.NamedExpr):
             stack.append((node.value, positive))
-        elif dotted_name(node) is not None:  # `if self._pool:` finds it there; `if not self._pool:` missing
-            (present if positive else missing).add(dotted_name(node))
+        elif (name := dotted_name(node)) is not None:  # `if self._pool:` finds it there; `if not self._pool:`
+            (present if positive else missing).add(name)  # missing
         elif isinstance(node, ast.Compare) and len(node.ops) == 1:
             op, left, right = node.ops[0], node.left, node.comparators[0]
             if isinstance(right, ast.Constant) and right.value is None and isinstance(op, (ast.Is, ast.IsNot, ast.Eq,
@@ -76,11 +78,22 @@ def _getattr_name(call: ast.Call) -> Optional[str]:
 def _subjects(node: ast.AST) -> set[str]:
     """Every dotted name in ``node`` (``getattr(o, "a")`` as ``o.a``)."""
     found: set[str] = set()
-    for sub in ast.walk(node):
-        name = dotted_name(sub) if isinstance(sub, (ast.Name, ast.Attribute)) else (
-            _getattr_name(sub) if isinstance(sub, ast.Call) else None)
+    stack = [node]
+    while stack:
+        sub = stack.pop()
+        kind = type(sub)
+        if kind is ast.Name:
+            found.add(sub.id)
+            continue
+        if kind is ast.Attribute:
+            name = dotted_name(sub)
+        elif kind is ast.Call:
+            name = _getattr_name(sub)
+        else:
+            name = None
         if name:
             found.add(name)
+        push_children(sub, stack)
     return found
 
 

@@ -17,6 +17,7 @@ from .branch_tests import dotted_name, missing_names
 from .module_names import relative_import_base
 from .names import NOTABLE_CALL_LEAVES
 from .sources import source_lines
+from .syntax_children import push_children
 from .summary_records import MODULE_SCOPE, SCHEMA, Assign, Call, Decorator, Guard, Item, Return, With, callee_leaf
 
 _UNKNOWN = ["?"]
@@ -163,7 +164,7 @@ class _Summarizer:
                     if isinstance(gen.target, ast.Name):
                         scope.data["assigns"].append(self._fact(["n", gen.target.id], self.expr(gen.iter, scope),
                                                                 None, gen.target, scope))
-            _push_children(current, stack)
+            push_children(current, stack)
 
     def call(self, node: ast.Call, scope: _Scope):
         func = node.func
@@ -229,7 +230,7 @@ class _Summarizer:
         stack = [test]
         while stack:
             sub = stack.pop()
-            _push_children(sub, stack)
+            push_children(sub, stack)
             if isinstance(sub, (ast.Name, ast.Attribute)):
                 dotted = _dotted(sub)
                 if dotted:
@@ -432,25 +433,6 @@ class _Summarizer:
 _MODELLED = frozenset({ast.Call, ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom})
 _LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del})
 _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
-# Fields that never hold an expression with a call: operators and load/store contexts.
-_NOT_CHILDREN = frozenset({"ctx", "op", "ops", "type_comment", "kind", "conversion", "level", "is_async"})
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _push_children(node: ast.AST, stack: list) -> None:
-    """``stack.extend(ast.iter_child_nodes(node))`` without operators and contexts, and faster."""
-    kind = type(node)
-    fields = _FIELDS.get(kind)
-    if fields is None:
-        fields = _FIELDS[kind] = tuple(f for f in kind._fields if f not in _NOT_CHILDREN)
-    for name in fields:
-        value = getattr(node, name, None)
-        if value is None:
-            continue
-        if isinstance(value, list):
-            stack.extend(v for v in value if isinstance(v, ast.AST))
-        elif isinstance(value, ast.AST):
-            stack.append(value)
 
 
 def _plain_constant(value):
