@@ -83,11 +83,12 @@ class CallGraph:
         if loose:
             strict = self.call_targets(fid, index)
             return strict if strict else self._loose_targets(fid, index)
-        project = self.project
-        call = project.function(fid)["calls"][index]
-        func = call.func
+        return self._strict_targets(fid, self.project.function(fid)["calls"][index].func)
+
+    def _strict_targets(self, fid: str, func: list) -> list[str]:
         if func[0] != "n":
             return []
+        project = self.project
         symbol = project.resolve(fid, func[1])
         if symbol is None:
             return []
@@ -163,8 +164,10 @@ class CallGraph:
             strict_calls = {e.call for e in out if e.how == "call"}
             calls = self.project.function(fid)["calls"]
             # a call without strict targets: its loose ones (``call_targets(..., loose=True)``, unmemoised)
+            owners = self._sole_owners()
             extra = [Edge(fid, target, index, calls[index].line, "loose") for index in self._called(fid)
-                     if index not in strict_calls for target in self._loose_targets(fid, index)]
+                     if index not in strict_calls and _may_be_loose(calls[index].func, owners)
+                     for target in self._loose_targets(fid, index)]
             if extra:
                 out = sorted(out + extra, key=lambda e: (e.call < 0, e.call, _EDGE_ORDER[e.how]))
             self._edges[key] = out
@@ -173,13 +176,20 @@ class CallGraph:
         summary, fn = project.functions[fid]
         out = []
         calls = fn["calls"]
+        known = self._targets
+        function_names = project.function_names
         for index in self._called(fid):
             call = calls[index]
-            for target in self.call_targets(fid, index):
+            key = (fid, index, False)
+            targets = known.get(key)
+            if targets is None:
+                targets = known[key] = self._strict_targets(fid, call.func)
+            for target in targets:
                 out.append(Edge(fid, target, index, call.line, "call"))
             for arguments in (call.args, call.kwargs.values()):
                 for arg in arguments:
-                    if arg[0] == "n":
+                    # most arguments are no function's name: told by their last part, before resolving
+                    if arg[0] == "n" and arg[1].rpartition(".")[2] in function_names:
                         target = self.function_ref(fid, arg)
                         if target is not None and target != fid:
                             out.append(Edge(fid, target, index, call.line, "argument"))
@@ -197,6 +207,11 @@ class CallGraph:
         if not decorators:
             return range(len(fn["calls"]))
         return [index for index in range(len(fn["calls"])) if index not in decorators]
+
+
+def _may_be_loose(func: list, owners: dict[str, str]) -> bool:
+    """A quick test before ``_loose_targets``: ``obj.method()`` where one project class defines ``method``."""
+    return func[0] == "n" and func[1].rpartition(".")[2] in owners and "." in func[1]
 
 
 _EDGE_ORDER = {"call": 0, "loose": 1, "argument": 2, "nested": 3}
