@@ -108,11 +108,20 @@ def _source_bytes(entries: list[ProjectFile], overrides: dict[str, str]) -> int:
     return total
 
 
-def analyse(summaries: dict[str, dict], config: Config):
+def analyse(summaries: dict[str, dict], config: Config, jobs: int = 1):
+    """``jobs`` over 1: the kept buffers may be found in a forked child beside the grad modes."""
     from .analysis import ProjectAnalysis
+    from .buffers_beside import can_fork
     from .project import Project
+    from .rules import ALL_RULES
 
-    return ProjectAnalysis(Project(summaries.values()), config, serving_config_set=config.serving_grad_mode != "auto")
+    fork = can_fork(jobs) and any(config.is_selected(code, ALL_RULES[code].DEFAULT_ENABLED)
+                                  for code in BUFFER_RULES)
+    return ProjectAnalysis(Project(summaries.values()), config, serving_config_set=config.serving_grad_mode != "auto",
+                           fork_buffers=fork)
+
+
+BUFFER_RULES = ("GM201", "GM202")  # the rules that read ``ProjectAnalysis.kept_buffers``
 
 
 def run_rules(analysis, config: Config, wanted: Optional[set[str]] = None) -> list[Finding]:
@@ -201,8 +210,11 @@ def _summarise_and_analyse(entries: list[ProjectFile], config: Config, jobs: int
     if cache is not None:
         cache.save()
     library = _library_summaries(list(summaries.values()), config, jobs, max_bytes, use_cache)
-    analysis = analyse({**summaries, **library}, config) if library else analyse(summaries, config)
-    return summaries, summary_errors, analysis, run_rules(analysis, config)
+    analysis = analyse({**summaries, **library} if library else summaries, config, jobs)
+    try:
+        return summaries, summary_errors, analysis, run_rules(analysis, config)
+    finally:
+        analysis.close()
 
 
 def _site_folders(config: Config) -> list[str]:

@@ -467,7 +467,7 @@ def test_an_analysis_error_with_only_fresh_summaries_is_raised(tmp_path, monkeyp
     write_cache_fact(root / ".gradmode_cache", "results", None)
     calls = []
 
-    def broken(summaries, config):
+    def broken(summaries, config, jobs=1):
         calls.append(len(summaries))
         raise KeyError("a bug of ours")
 

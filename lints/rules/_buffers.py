@@ -1,61 +1,9 @@
 """What GM201 and GM202 share: lazy allocations paired with the in-place updates of their buffer."""
 from __future__ import annotations
 
-from typing import Optional
-
 from ..analysis import ProjectAnalysis
 from ..buffers import Allocation, Mutation
-from ..provenance import CONSTRUCTORS
 
 
 def lazy_buffers(analysis: ProjectAnalysis) -> list[tuple[Allocation, list[Mutation]]]:
-    cached = getattr(analysis, "_lazy_buffers", None)
-    if cached is not None:
-        return cached
-    buffers = analysis.buffers
-    by_key = buffers.mutations()
-    project = analysis.project
-    subclasses: Optional[dict[str, set[str]]] = None
-    out = []
-    for alloc in buffers.allocations:
-        found = []
-        seen = set()
-        candidates = [alloc.key]
-        if alloc.key.kind == "attr" and alloc.key.owner in project.classes:
-            # the same attribute of a base class or a subclass is the same buffer
-            if subclasses is None:
-                subclasses = {}
-                for cid in project.classes:
-                    for base in project.mro(cid)[1:]:
-                        subclasses.setdefault(base, set()).add(cid)
-            related = set(project.mro(alloc.key.owner)) | subclasses.get(alloc.key.owner, set())
-            candidates = [alloc.key._replace(owner=owner) for owner in sorted(related)]
-        for key in candidates:
-            if key in by_key:
-                for mutation in by_key[key]:
-                    if mutation.fid == alloc.fid and not mutation.entry_fid and (
-                            _inside_guard(analysis, mutation, alloc) or (not alloc.lazy and (
-                                alloc.guard < 0 or analysis.project.function(alloc.fid)["name"] in CONSTRUCTORS)
-                                and mutation.line >= alloc.line)):
-                        continue  # initialisation right after the allocation runs in its own mode
-                    if mutation not in seen:
-                        seen.add(mutation)
-                        found.append(mutation)
-        if found:
-            found.sort(key=lambda m: (analysis.project.path_of(m.fid) != analysis.project.path_of(alloc.fid),
-                                      m.line))
-            out.append((alloc, found))
-    analysis._lazy_buffers = out
-    return out
-
-
-def _inside_guard(analysis: ProjectAnalysis, mutation: Mutation, alloc: Allocation) -> bool:
-    if alloc.guard < 0:
-        return False
-    guards = analysis.project.function(alloc.fid)["guards"]
-    guard = mutation.guard
-    while guard >= 0:
-        if guard == alloc.guard:
-            return True
-        guard = guards[guard].parent
-    return False
+    return analysis.kept_buffers.updated

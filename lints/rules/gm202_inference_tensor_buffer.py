@@ -313,7 +313,7 @@ class LazyBufferBecomesInferenceTensor(Rule):
         project, modes = analysis.project, analysis.modes
         # First the allocations that may run under inference mode (few), then the in-place updates of
         # every buffer (the costly part), only when there is one.
-        suspects = {alloc: on[ON][0] for alloc in analysis.buffers.allocations
+        suspects = {alloc: on[ON][0] for alloc in analysis.kept_buffers.allocations
                     if ON in (on := modes.at(alloc.fid, alloc.with_index))}
         if not suspects:
             return

@@ -1,0 +1,54 @@
+"""Each kept allocation with the in-place updates of its buffer that run after it: what GM201 and GM202 pair."""
+from __future__ import annotations
+
+from typing import Optional
+
+from .buffers import Allocation, Buffers, Mutation
+from .project import Project
+from .provenance import CONSTRUCTORS
+
+
+def updates_after(project: Project, buffers: Buffers) -> list[tuple[Allocation, list[Mutation]]]:
+    by_key = buffers.mutations()
+    subclasses: Optional[dict[str, set[str]]] = None
+    out = []
+    for alloc in buffers.allocations:
+        found = []
+        seen = set()
+        candidates = [alloc.key]
+        if alloc.key.kind == "attr" and alloc.key.owner in project.classes:
+            # the same attribute of a base class or a subclass is the same buffer
+            if subclasses is None:
+                subclasses = {}
+                for cid in project.classes:
+                    for base in project.mro(cid)[1:]:
+                        subclasses.setdefault(base, set()).add(cid)
+            related = set(project.mro(alloc.key.owner)) | subclasses.get(alloc.key.owner, set())
+            candidates = [alloc.key._replace(owner=owner) for owner in sorted(related)]
+        for key in candidates:
+            if key in by_key:
+                for mutation in by_key[key]:
+                    if mutation.fid == alloc.fid and not mutation.entry_fid and (
+                            _inside_guard(project, mutation, alloc) or (not alloc.lazy and (
+                                alloc.guard < 0 or project.function(alloc.fid)["name"] in CONSTRUCTORS)
+                                and mutation.line >= alloc.line)):
+                        continue  # initialisation right after the allocation runs in its own mode
+                    if mutation not in seen:
+                        seen.add(mutation)
+                        found.append(mutation)
+        if found:
+            found.sort(key=lambda m: (project.path_of(m.fid) != project.path_of(alloc.fid), m.line))
+            out.append((alloc, found))
+    return out
+
+
+def _inside_guard(project: Project, mutation: Mutation, alloc: Allocation) -> bool:
+    if alloc.guard < 0:
+        return False
+    guards = project.function(alloc.fid)["guards"]
+    guard = mutation.guard
+    while guard >= 0:
+        if guard == alloc.guard:
+            return True
+        guard = guards[guard].parent
+    return False
