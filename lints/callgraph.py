@@ -180,10 +180,10 @@ class CallGraph:
         function_names = project.function_names
         for index in self._called(fid):
             call = calls[index]
-            key = (fid, index, False)
-            targets = known.get(key)
+            call_key = (fid, index, False)
+            targets = known.get(call_key)
             if targets is None:
-                targets = known[key] = self._strict_targets(fid, call.func)
+                targets = known[call_key] = self._strict_targets(fid, call.func)
             for target in targets:
                 out.append(Edge(fid, target, index, call.line, "call"))
             for arguments in (call.args, call.kwargs.values()):

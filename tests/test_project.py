@@ -784,3 +784,19 @@ def test_resolution_does_not_depend_on_the_order_names_are_asked_in():
     assert forward == backward
     assert forward[("pkg.args:Args.validate", "self.pipeline.deployment")].target == \
         "pkg.config:PipelineConfig.deployment"
+
+
+def test_each_function_s_edges_are_built_once():
+    from lints.callgraph import CallGraph
+    from lints.project import Project
+    from lints.summary import summarize
+
+    project = Project([summarize(text, path, path[:-3].replace("/", ".").removesuffix(".__init__"),
+                                 path.endswith("__init__.py")) for path, text in ORDER_FILES.items()])
+    graph = CallGraph(project)
+    graph.callers()
+    built = {fid: (graph.edges(fid), graph.edges(fid, loose=True)) for fid in project.functions}
+    assert any(strict for strict, _loose in built.values())
+    # asked again (as the phases' searches ask after the callers index), the same lists, not new ones
+    assert all(graph.edges(fid) is strict and graph.edges(fid, loose=True) is loose
+               for fid, (strict, loose) in built.items())
