@@ -8,12 +8,11 @@ from __future__ import annotations
 import functools
 from typing import Iterable, NamedTuple, Optional
 
-from . import buffers_beside, names
+from . import forked_work, names
 from .buffers import Buffers
-from .buffers_beside import KeptBuffers
 from .callgraph import CallGraph
 from .gradmodes import ENTRY_STATES, ON, GradModes
-from .kept_buffers import updates_after
+from .kept_buffers import KeptBuffers, updates_after
 from .options import Config
 from .phases import Phases
 from .project import Project
@@ -47,15 +46,15 @@ class ProjectAnalysis:
     def __init__(self, project: Project, config: Config, serving_config_set: bool = False,
                  fork_buffers: bool = False) -> None:
         """``fork_buffers``: find the kept buffers in a forked child while this process labels phases and
-        grad modes (``lints/buffers_beside.py``); ``close`` ends it if its result is never asked for."""
+        grad modes (``lints/forked_work.py``); ``close`` ends it if its result is never asked for."""
         self.project = project
         self.config = config
         self.graph = CallGraph(project)
         self.regions = Regions(project, self.graph)
-        self._buffers_child: Optional[buffers_beside.Pending] = None
+        self._buffers_child: Optional[forked_work.Pending] = None
         if fork_buffers:
-            self.graph.callers()  # the child inherits the whole call graph: each side needs all of it
-            self._buffers_child = buffers_beside.start(self._find_kept_buffers)
+            self.graph.build(fork=True)  # the child inherits the whole call graph: each side needs all of it
+            self._buffers_child = forked_work.start(self._find_kept_buffers)
         try:
             self.phases = Phases(project, self.graph, self.regions, config)
             if serving_config_set:
@@ -72,7 +71,7 @@ class ProjectAnalysis:
         """End the buffers' child if it still runs (its result was not asked for)."""
         child, self._buffers_child = self._buffers_child, None
         if child is not None:
-            buffers_beside.cancel(child)
+            forked_work.cancel(child)
 
     def _find_kept_buffers(self) -> KeptBuffers:
         return KeptBuffers(self.buffers.allocations, updates_after(self.project, self.buffers))
@@ -82,7 +81,7 @@ class ProjectAnalysis:
         """The kept allocations, and each with the in-place updates of its buffer after it."""
         child, self._buffers_child = self._buffers_child, None
         if child is not None:
-            found = buffers_beside.finish(child)
+            found = forked_work.finish(child, KeptBuffers)
             if found is not None:
                 return found
         return self._find_kept_buffers()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+from . import forked_work
 from .project import Project
 from .summary_records import callee_leaf
 from .symbols import CLASS, FUNC, INSTANCE, LOCAL, fid_of
@@ -59,6 +60,61 @@ class CallGraph:
                     out.extend(Edge(fid, target, index, call.line, "by-name") for target in methods)
         self._runs[fid] = out
         return out
+
+    def build(self, fork: bool = False) -> None:
+        """Every function's ``runs`` edges and the callers index, built now; ``fork``: half of the functions'
+        edges found by a forked child meanwhile (``lints/forked_work.py``), each half a set of whole modules
+        (a class's members are looked up in one process)."""
+        if fork:
+            mine, theirs = self._halves()
+            pending = forked_work.start(lambda: _CompactRuns(self._compact_runs(theirs)))
+            for fid in mine:
+                self.runs(fid)
+            found = forked_work.finish(pending, _CompactRuns) if pending is not None else None
+            if found is not None and len(found.rows) == len(theirs):
+                self._adopt(theirs, found.rows)
+        self.callers()
+
+    def _halves(self) -> tuple[list[str], list[str]]:
+        """The project's functions in two lists of whole modules, of about as many calls each."""
+        halves: tuple[list[str], list[str]] = ([], [])
+        weights = [0, 0]
+        by_module: dict[str, list[str]] = {}
+        for fid, (summary, _fn) in self.project.functions.items():
+            by_module.setdefault(summary["module"], []).append(fid)
+        for fids in by_module.values():
+            side = 0 if weights[0] <= weights[1] else 1
+            halves[side].extend(fids)
+            weights[side] += sum(len(self.project.function(fid)["calls"]) + 1 for fid in fids)
+        return halves
+
+    def _compact_runs(self, fids: list[str]) -> list[list[tuple]]:
+        """Each function's ``runs`` edges as (callee, call, line, how) with the callee by its place in the
+        project's functions (the child's and the parent's are the same, in the same order)."""
+        place = {fid: n for n, fid in enumerate(self.project.functions)}
+        return [[(place.get(edge.callee, edge.callee), edge.call, edge.line, _HOW_CODES[edge.how])
+                 for edge in self.runs(fid)] for fid in fids]
+
+    def _adopt(self, fids: list[str], rows: list[list[tuple]]) -> None:
+        """The edges a child found, kept as if this process had found them: ``runs``, the strict and loose
+        ``edges`` (the loose list is the strict one where it adds nothing) and each call's strict targets."""
+        functions = list(self.project.functions)
+        for fid, row in zip(fids, rows):
+            runs = [Edge(fid, functions[callee] if type(callee) is int else callee, call, line, _HOWS[how])
+                    for callee, call, line, how in row]
+            end = len(runs)
+            while end and runs[end - 1].how == "by-name":
+                end -= 1
+            strict = [edge for edge in runs[:end] if edge.how != "loose"]
+            self._edges[(fid, False)] = strict
+            self._edges[(fid, True)] = strict if len(strict) == end else runs[:end]
+            self._runs[fid] = runs
+            targets: dict[int, list[str]] = {}
+            for edge in strict:
+                if edge.how == "call":
+                    targets.setdefault(edge.call, []).append(edge.callee)
+            for index in self._called(fid):
+                self._targets[(fid, index, False)] = targets.get(index, [])
 
     def callers(self) -> dict[str, list[Edge]]:
         """callee -> the ``runs`` edges into it, over the whole project (built once: every call is resolved)."""
@@ -215,3 +271,9 @@ def _may_be_loose(func: list, owners: dict[str, str]) -> bool:
 
 
 _EDGE_ORDER = {"call": 0, "loose": 1, "argument": 2, "nested": 3}
+_HOWS = ("call", "loose", "argument", "nested", "by-name")
+_HOW_CODES = {how: code for code, how in enumerate(_HOWS)}
+
+
+class _CompactRuns(NamedTuple):
+    rows: list[list[tuple]]

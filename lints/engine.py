@@ -111,7 +111,7 @@ def _source_bytes(entries: list[ProjectFile], overrides: dict[str, str]) -> int:
 def analyse(summaries: dict[str, dict], config: Config, jobs: int = 1):
     """``jobs`` over 1: the kept buffers may be found in a forked child beside the grad modes."""
     from .analysis import ProjectAnalysis
-    from .buffers_beside import can_fork
+    from .forked_work import can_fork
     from .project import Project
     from .rules import ALL_RULES
 

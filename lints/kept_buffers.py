@@ -1,11 +1,17 @@
 """Each kept allocation with the in-place updates of its buffer that run after it: what GM201 and GM202 pair."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from .buffers import Allocation, Buffers, Mutation
 from .project import Project
 from .provenance import CONSTRUCTORS
+
+
+class KeptBuffers(NamedTuple):
+    allocations: list[Allocation]
+    # each allocation with the in-place updates of its buffer after it (``rules/_buffers.lazy_buffers``)
+    updated: list[tuple[Allocation, list[Mutation]]]
 
 
 def updates_after(project: Project, buffers: Buffers) -> list[tuple[Allocation, list[Mutation]]]:

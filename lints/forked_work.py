@@ -1,12 +1,12 @@
-"""The kept buffers and their in-place updates, found in a forked child while the parent labels phases and
-grad modes. Both need the whole call graph, which the child inherits once it is built, and neither needs the
-other: on sglang 0.5.23 the two take about 2.7 s and 1.7 s one after the other, and a core sits idle after
-the summarising workers end.
+"""Part of the whole-project analysis done in a forked child while the parent goes on: the analysis runs in
+one process after the summarising workers end, with a core idle. The child inherits what the parent built
+(the index, the call graph) without copying it; its result comes back pickled through a pipe from our own
+child, as the summarising pool's results do. Used for half of the call graph (``lints/callgraph.py``) and
+for the kept buffers (``ProjectAnalysis.kept_buffers``).
 
 Only where a fork is safe and worth it: a POSIX fork, one thread in the process (the language server runs
-threads), and more than one job asked for. The result comes back pickled through a pipe from our own child
-(as the summarising pool's results do); a child that fails, dies or sends something unreadable is waited for
-and the parent finds the buffers itself.
+threads), and more than one job asked for. A child that fails, dies or sends something unreadable is
+waited for, and the parent does its work itself.
 """
 from __future__ import annotations
 
@@ -14,16 +14,9 @@ import os
 import pickle
 import signal
 import threading
-from typing import NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
-from .buffers import Allocation, Mutation
 from .child_processes import die_with_parent
-
-
-class KeptBuffers(NamedTuple):
-    allocations: list[Allocation]
-    # each allocation with the in-place updates of its buffer after it (``rules/_buffers.lazy_buffers``)
-    updated: list[tuple[Allocation, list[Mutation]]]
 
 
 class Pending(NamedTuple):
@@ -35,8 +28,8 @@ def can_fork(jobs: int) -> bool:
     return jobs > 1 and hasattr(os, "fork") and threading.active_count() == 1
 
 
-def start(find) -> Optional[Pending]:
-    """Fork a child that runs ``find()`` (-> ``KeptBuffers``) and sends back its result; None if it cannot."""
+def start(work: Callable[[], Any]) -> Optional[Pending]:
+    """Fork a child that runs ``work()`` and sends back its result; None if it cannot."""
     try:
         read_fd, write_fd = os.pipe()
     except OSError:
@@ -54,7 +47,7 @@ def start(find) -> Optional[Pending]:
             os.close(read_fd)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
             die_with_parent(parent)
-            data = pickle.dumps(find(), protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(write_fd, "wb") as out:
                 out.write(data)
             status = 0
@@ -64,8 +57,8 @@ def start(find) -> Optional[Pending]:
     return Pending(pid, read_fd)
 
 
-def finish(pending: Pending) -> Optional[KeptBuffers]:
-    """The child's result, once it is done; None if it failed."""
+def finish(pending: Pending, kind: type) -> Optional[Any]:
+    """The child's result, once it is done, if it is a ``kind``; None if it failed."""
     chunks = []
     try:
         with os.fdopen(pending.read_fd, "rb") as source:
@@ -79,9 +72,9 @@ def finish(pending: Pending) -> Optional[KeptBuffers]:
         return None
     try:
         found = pickle.loads(b"".join(chunks))
-    except Exception:  # noqa: BLE001 - a child that died mid-write: the parent finds the buffers itself
+    except Exception:  # noqa: BLE001 - a child that died mid-write: the parent does the work itself
         return None
-    return found if isinstance(found, KeptBuffers) else None
+    return found if isinstance(found, kind) else None
 
 
 def cancel(pending: Pending) -> None:
