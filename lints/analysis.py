@@ -45,16 +45,16 @@ class Switch(NamedTuple):
 class ProjectAnalysis:
     def __init__(self, project: Project, config: Config, serving_config_set: bool = False,
                  fork_buffers: bool = False) -> None:
-        """``fork_buffers``: find the kept buffers in a forked child while this process labels phases and
-        grad modes (``lints/forked_work.py``); ``close`` ends it if its result is never asked for."""
+        """``fork_buffers``: a forked child finds half of the call graph, then the kept buffers while this
+        process labels phases and grad modes (``lints/forked_work.py``); ``close`` ends it if its result is
+        never asked for."""
         self.project = project
         self.config = config
         self.graph = CallGraph(project)
         self.regions = Regions(project, self.graph)
-        self._buffers_child: Optional[forked_work.Pending] = None
-        if fork_buffers:
-            self.graph.build(fork=True)  # the child inherits the whole call graph: each side needs all of it
-            self._buffers_child = forked_work.start(self._find_kept_buffers)
+        # half of the call graph found by a child, which then finds the kept buffers (each side needs the whole
+        # graph; neither needs what the other finds next)
+        self._buffers_child = self.graph.build(then=self._find_kept_buffers if fork_buffers else None)
         try:
             self.phases = Phases(project, self.graph, self.regions, config)
             if serving_config_set:
@@ -71,7 +71,7 @@ class ProjectAnalysis:
         """End the buffers' child if it still runs (its result was not asked for)."""
         child, self._buffers_child = self._buffers_child, None
         if child is not None:
-            forked_work.cancel(child)
+            forked_work.end(child)
 
     def _find_kept_buffers(self) -> KeptBuffers:
         return KeptBuffers(self.buffers.allocations, updates_after(self.project, self.buffers))
@@ -81,7 +81,7 @@ class ProjectAnalysis:
         """The kept allocations, and each with the in-place updates of its buffer after it."""
         child, self._buffers_child = self._buffers_child, None
         if child is not None:
-            found = forked_work.finish(child, KeptBuffers)
+            found = forked_work.last_answer(child, KeptBuffers)
             if found is not None:
                 return found
         return self._find_kept_buffers()

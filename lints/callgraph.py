@@ -9,7 +9,7 @@ missed edge would hide a crash (buffer reachability), never to label phases.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from . import forked_work
 from .project import Project
@@ -61,19 +61,33 @@ class CallGraph:
         self._runs[fid] = out
         return out
 
-    def build(self, fork: bool = False) -> None:
-        """Every function's ``runs`` edges and the callers index, built now; ``fork``: half of the functions'
-        edges found by a forked child meanwhile (``lints/forked_work.py``), each half a set of whole modules
-        (a class's members are looked up in one process)."""
-        if fork:
+    def build(self, then: Optional[Callable[[], Any]] = None) -> Optional[forked_work.Conversation]:
+        """Every function's ``runs`` edges and the callers index, built now. With ``then``, a forked child
+        finds half of the functions' edges meanwhile (``lints/forked_work.py``; each half a set of whole
+        modules, so that a class's members are looked up in one process), takes this process's half in
+        exchange, and goes on to ``then()``; its result: ``forked_work.last_answer`` on the conversation
+        returned (None where no child ran: the graph is then built here whole)."""
+        talk = None
+        if then is not None:
             mine, theirs = self._halves()
-            pending = forked_work.start(lambda: _CompactRuns(self._compact_runs(theirs)))
+
+            def in_child(rows: list[list[tuple]]) -> Any:
+                self._adopt(mine, rows)
+                self.callers()
+                return then()
+
+            talk = forked_work.converse(lambda: _CompactRuns(self._compact_runs(theirs)), in_child)
             for fid in mine:
                 self.runs(fid)
-            found = forked_work.finish(pending, _CompactRuns) if pending is not None else None
+            found = forked_work.first_answer(talk, _CompactRuns, lambda: self._compact_runs(mine)) \
+                if talk is not None else None
             if found is not None and len(found.rows) == len(theirs):
                 self._adopt(theirs, found.rows)
+            elif talk is not None:
+                forked_work.end(talk)
+                talk = None
         self.callers()
+        return talk
 
     def _halves(self) -> tuple[list[str], list[str]]:
         """The project's functions in two lists of whole modules, of about as many calls each."""

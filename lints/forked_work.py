@@ -1,98 +1,139 @@
 """Part of the whole-project analysis done in a forked child while the parent goes on: the analysis runs in
 one process after the summarising workers end, with a core idle. The child inherits what the parent built
-(the index, the call graph) without copying it; its result comes back pickled through a pipe from our own
-child, as the summarising pool's results do. Used for half of the call graph (``lints/callgraph.py``) and
-for the kept buffers (``ProjectAnalysis.kept_buffers``).
+(the index, its half of the call graph) without copying it. It finds the other half of the call graph and
+sends it; the parent sends its own half back; then each holds the whole graph, and the child finds the kept
+buffers while the parent labels phases and grad modes (``CallGraph.build``, ``ProjectAnalysis``).
 
-Only where a fork is safe and worth it: a POSIX fork, one thread in the process (the language server runs
-threads), and more than one job asked for. A child that fails, dies or sends something unreadable is
-waited for, and the parent does its work itself.
+Messages are pickled, length-prefixed, through two pipes between our process and its own child (as the
+summarising pool's results are). Only where a fork is safe and worth it: a POSIX fork, one thread in the
+process (the language server runs threads), and more than one job asked for. A child that fails, dies or
+sends something unreadable is waited for, and the parent does its work itself.
 """
 from __future__ import annotations
 
 import os
 import pickle
 import signal
+import struct
 import threading
-from typing import Any, Callable, NamedTuple, Optional
+from typing import IO, Any, Callable, NamedTuple, Optional
 
 from .child_processes import die_with_parent
 
+_LENGTH = struct.Struct("<Q")
 
-class Pending(NamedTuple):
+
+class Conversation(NamedTuple):
     pid: int
-    read_fd: int
+    inbox: IO[bytes]  # the child's messages
+    outbox: IO[bytes]  # ours to it
 
 
 def can_fork(jobs: int) -> bool:
     return jobs > 1 and hasattr(os, "fork") and threading.active_count() == 1
 
 
-def start(work: Callable[[], Any]) -> Optional[Pending]:
-    """Fork a child that runs ``work()`` and sends back its result; None if it cannot."""
+def converse(first: Callable[[], Any], then: Callable[[Any], Any]) -> Optional[Conversation]:
+    """Fork a child that sends ``first()``, waits for one message from us, and sends ``then(message)``;
+    None if no child can be started."""
     try:
-        read_fd, write_fd = os.pipe()
+        from_child, to_parent = os.pipe()
+        from_parent, to_child = os.pipe()
     except OSError:
         return None
     parent = os.getpid()
     try:
         pid = os.fork()
     except OSError:
-        os.close(read_fd)
-        os.close(write_fd)
+        for fd in (from_child, to_parent, from_parent, to_child):
+            os.close(fd)
         return None
     if pid == 0:  # the child: never returns
         status = 1
         try:
-            os.close(read_fd)
+            os.close(from_child)
+            os.close(to_child)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
             die_with_parent(parent)
-            data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(write_fd, "wb") as out:
-                out.write(data)
-            status = 0
+            with open(to_parent, "wb") as out, open(from_parent, "rb") as inbox:
+                _send(out, first())
+                message = _receive(inbox)
+                if message is not None:
+                    _send(out, then(pickle.loads(message)))
+                    status = 0
         finally:
             os._exit(status)  # no atexit handlers, no flushing of the parent's buffered output
-    os.close(write_fd)
-    return Pending(pid, read_fd)
+    os.close(to_parent)
+    os.close(from_parent)
+    return Conversation(pid, open(from_child, "rb"), open(to_child, "wb"))
 
 
-def finish(pending: Pending, kind: type) -> Optional[Any]:
-    """The child's result, once it is done, if it is a ``kind``; None if it failed."""
-    chunks = []
-    try:
-        with os.fdopen(pending.read_fd, "rb") as source:
-            while chunk := source.read(1 << 20):
-                chunks.append(chunk)
-    except OSError:
-        chunks = []
-    finally:
-        status = _reap(pending.pid)
-    if status != 0 or not chunks:
+def first_answer(talk: Conversation, kind: type, reply: Callable[[], Any]) -> Optional[Any]:
+    """The child's first message, if it is a ``kind``, after which ``reply()`` is sent to it; None if the child
+    failed (it is then ended)."""
+    found = _loaded(_receive(talk.inbox), kind)
+    if found is None:
+        end(talk)
         return None
     try:
-        found = pickle.loads(b"".join(chunks))
-    except Exception:  # noqa: BLE001 - a child that died mid-write: the parent does the work itself
+        _send(talk.outbox, reply())
+        talk.outbox.close()
+    except OSError:  # the child is gone: its second answer will be missing
+        pass
+    return found
+
+
+def last_answer(talk: Conversation, kind: type) -> Optional[Any]:
+    """The child's second message, if it is a ``kind``, once it is sent; the child is then waited for."""
+    try:
+        found = _loaded(_receive(talk.inbox), kind)
+    finally:
+        end(talk)
+    return found
+
+
+def end(talk: Conversation) -> None:
+    """Stop the child if it still runs (its answer is not wanted, or will not come) and wait for it."""
+    try:
+        os.kill(talk.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    for stream in (talk.inbox, talk.outbox):
+        try:
+            stream.close()
+        except OSError:
+            pass
+    try:
+        os.waitpid(talk.pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def _send(out: IO[bytes], value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(_LENGTH.pack(len(data)))
+    out.write(data)
+    out.flush()
+
+
+def _receive(inbox: IO[bytes]) -> Optional[bytes]:
+    """One message's bytes; None at the end of the stream or a cut-off message."""
+    try:
+        head = inbox.read(_LENGTH.size)
+        if len(head) != _LENGTH.size:
+            return None
+        size = _LENGTH.unpack(head)[0]
+        data = inbox.read(size)
+    except (OSError, ValueError):
+        return None
+    return data if len(data) == size else None
+
+
+def _loaded(data: Optional[bytes], kind: type) -> Optional[Any]:
+    if data is None:
+        return None
+    try:
+        found = pickle.loads(data)
+    except Exception:  # noqa: BLE001 - a child that failed mid-write: the parent does the work itself
         return None
     return found if isinstance(found, kind) else None
-
-
-def cancel(pending: Pending) -> None:
-    """Stop a child whose result is not wanted (the run failed or ended first)."""
-    try:
-        os.kill(pending.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
-        os.close(pending.read_fd)
-    except OSError:
-        pass
-    _reap(pending.pid)
-
-
-def _reap(pid: int) -> int:
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        return -1
-    return os.waitstatus_to_exitcode(status)

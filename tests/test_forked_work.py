@@ -26,14 +26,14 @@ def _engine(shape: str) -> dict[str, str]:
 
 def _children(monkeypatch) -> list:
     started = []
-    start = forked_work.start
+    converse = forked_work.converse
 
-    def recording(find):
-        pending = start(find)
-        started.append(pending)
-        return pending
+    def recording(first, then):
+        talk = converse(first, then)
+        started.append(talk)
+        return talk
 
-    monkeypatch.setattr(forked_work, "start", recording)
+    monkeypatch.setattr(forked_work, "converse", recording)
     return started
 
 
@@ -43,7 +43,7 @@ def test_a_forked_child_finds_what_one_process_finds(tmp_path, monkeypatch, shap
     alone = lint_run(tmp_path / "one", files, EVERY_RULE, jobs=1)
     started = _children(monkeypatch)
     forked = lint_run(tmp_path / "two", files, EVERY_RULE, jobs=2)
-    assert len(started) == 2 and None not in started  # half of the call graph, then the buffers
+    assert len(started) == 1 and started[0] is not None  # the child ran
     assert {f for f in as_set(forked.findings) if f[1] == "GM202"} == expected_in_files(files)
     assert [dataclasses.replace(f, path="") for f in forked.findings] == \
         [dataclasses.replace(f, path="") for f in alone.findings]
@@ -57,25 +57,35 @@ def test_no_child_without_a_buffer_rule_or_a_second_job(tmp_path, monkeypatch):
     assert started == []
 
 
-@pytest.mark.parametrize("failing", [0, 1])
+@pytest.mark.parametrize("failing", ["first", "then"])
 def test_a_child_that_fails_leaves_the_work_to_the_parent(tmp_path, monkeypatch, failing):
     files = _engine("kernel-object")
-    start = forked_work.start
+    converse = forked_work.converse
     started = []
 
-    def one_fails(work):
-        started.append(work)
-        if len(started) - 1 != failing:
-            return start(work)
+    def broken():
+        raise RuntimeError("the child fails")
 
-        def broken():
-            raise RuntimeError("the child fails")
-        return start(broken)
+    def one_fails(first, then):
+        started.append(failing)
+        if failing == "first":
+            return converse(broken, then)
+        return converse(first, lambda rows: broken())
 
-    monkeypatch.setattr(forked_work, "start", one_fails)
+    monkeypatch.setattr(forked_work, "converse", one_fails)
     run = lint_run(tmp_path, files, EVERY_RULE, jobs=2)
-    assert len(started) == 2
+    assert started == [failing]
     assert {f for f in as_set(run.findings) if f[1] == "GM202"} == expected_in_files(files)
+
+
+def test_an_unasked_child_is_ended_and_reaped():
+    import time
+
+    talk = forked_work.converse(lambda: time.sleep(60), lambda message: None)
+    assert talk is not None
+    forked_work.end(talk)
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left
+        os.waitpid(talk.pid, os.WNOHANG)
 
 
 def test_half_of_the_call_graph_from_a_child_is_the_graph_built_in_one_process():
@@ -87,28 +97,23 @@ def test_half_of_the_call_graph_from_a_child_is_the_graph_built_in_one_process()
 
     files = {**ORDER_FILES, **_engine("kernel-object")}
 
-    def graph(fork: bool) -> tuple[CallGraph, Project]:
-        project = Project([summarize(text, path, path[:-3].replace("/", ".").removesuffix(".__init__"),
-                                     path.endswith("__init__.py")) for path, text in files.items()])
-        built = CallGraph(project)
-        built.build(fork=fork)
-        return built, project
+    def project() -> Project:
+        return Project([summarize(text, path, path[:-3].replace("/", ".").removesuffix(".__init__"),
+                                  path.endswith("__init__.py")) for path, text in files.items()])
 
     def everything(built: CallGraph, project: Project) -> list:
         return [(fid, built.runs(fid), built.edges(fid), built.edges(fid, loose=True),
                  [built.call_targets(fid, i) for i in range(len(project.function(fid)["calls"]))])
                 for fid in project.functions] + [sorted(built.callers().items())]
 
-    alone, forked = graph(False), graph(True)
-    mine, theirs = forked[0]._halves()
+    alone = CallGraph(project())
+    assert alone.build() is None
+    forked = CallGraph(project())
+    # the child sends what it finds with the whole graph: here its callers index, to compare with ours
+    talk = forked.build(then=lambda: sorted((k, [tuple(e) for e in v]) for k, v in forked.callers().items()))
+    assert talk is not None
+    mine, theirs = forked._halves()
     assert mine and theirs  # both processes had modules to resolve
-    assert any(forked[0].runs(fid) for fid in theirs)
-    assert everything(*forked) == everything(*alone)
-
-
-def test_an_unasked_child_is_ended_and_reaped():
-    pending = forked_work.start(lambda: __import__("time").sleep(60))
-    assert pending is not None
-    forked_work.cancel(pending)
-    with pytest.raises(ChildProcessError):  # reaped: no zombie left
-        os.waitpid(pending.pid, os.WNOHANG)
+    assert any(forked.runs(fid) for fid in theirs)
+    assert everything(forked, forked.project) == everything(alone, alone.project)
+    assert forked_work.last_answer(talk, list) == sorted((k, [tuple(e) for e in v]) for k, v in alone.callers().items())
