@@ -17,7 +17,6 @@ import json
 import os
 import resource
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,6 @@ from lints.phases import Phases
 from lints.project import Project
 from lints.regions import Regions
 from lints.analysis import ProjectAnalysis, ServingMode
-from lints.kept_buffers import updates_after
 from lints.summary_records import with_records
 from lints import engine
 summaries = {}

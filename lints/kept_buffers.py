@@ -10,7 +10,7 @@ from .provenance import CONSTRUCTORS
 
 class KeptBuffers(NamedTuple):
     allocations: list[Allocation]
-    # each allocation with the in-place updates of its buffer after it (``rules/_buffers.lazy_buffers``)
+    # each allocation with the in-place updates of its buffer after it (what GM201 and GM202 report from)
     updated: list[tuple[Allocation, list[Mutation]]]
 
 

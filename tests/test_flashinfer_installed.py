@@ -83,11 +83,9 @@ def test_megamoe_workspace_is_found_at_the_engine_inference_mode_site(tmp_path, 
     assert "`torch.inference_mode()` in `Runner.warmup()` at engine/runner.py:7" in notes
     assert "`Runner.execute_model()` calls `MoEEpMegaLayer.forward()` at engine/runner.py:11" in notes
     # every update of that workspace outside inference mode is known, the reported `fill_(-1)` among them
-    from lints.rules._buffers import lazy_buffers
-
     analysis = lint_run(tmp_path / "again", _engine("torch.inference_mode()"),  # a new project: analysed again,
                         Config(python=str(flashinfer_python)), use_cache=True).analysis  # the library from the cache
-    (updates,) = [m for a, m in lazy_buffers(analysis) if a.key.text() == "MoEEpMegaLayer._workspace" and a.lazy]
+    (updates,) = [m for a, m in analysis.kept_buffers.updated if a.key.text() == "MoEEpMegaLayer._workspace" and a.lazy]
     sites = {analysis.project.where(m.fid, m.line) for m in updates if m.how.startswith("`.fill_()`")}
     assert ("flashinfer/moe_ep/kernel_src/sm100/cutedsl_megamoe/shim/quant_stage.py:614 (flashinfer_python)"
             in sites)

@@ -5,7 +5,6 @@ from typing import Iterator
 from ..analysis import ProjectAnalysis
 from ..model import Finding
 from ..rule import Rule
-from ._buffers import lazy_buffers
 
 
 class LazyBufferMutatedInPlace(Rule):
@@ -328,7 +327,7 @@ class LazyBufferMutatedInPlace(Rule):
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
-        for alloc, mutations in lazy_buffers(analysis):
+        for alloc, mutations in analysis.kept_buffers.updated:
             if not alloc.lazy:  # eager allocations are GM202's, where their grad modes differ
                 continue
             first = mutations[0]

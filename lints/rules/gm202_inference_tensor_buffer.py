@@ -7,7 +7,6 @@ from ..buffers import Allocation, Mutation
 from ..model import Finding
 from ..gradmodes import OFF, ON, GradModes, Origin
 from ..rule import Rule
-from ._buffers import lazy_buffers
 
 _ERROR = "'Inplace update to inference tensor outside InferenceMode is not allowed'"
 
@@ -319,7 +318,7 @@ class LazyBufferBecomesInferenceTensor(Rule):
             return
         library_sites: set[tuple[str, int, int]] = set()
         # lazy allocations first: of a library's buffers seen from one project site, the lazy one is the root
-        for alloc, mutations in sorted(lazy_buffers(analysis), key=lambda pair: not pair[0].lazy):
+        for alloc, mutations in sorted(analysis.kept_buffers.updated, key=lambda pair: not pair[0].lazy):
             if alloc not in suspects:
                 continue
             # the update outside inference mode, where what turned it off runs in a program that also runs what
