@@ -77,17 +77,24 @@ class CallGraph:
                 return then()
 
             talk = forked_work.converse(lambda: _CompactRuns(self._compact_runs(theirs)), in_child)
-            for fid in mine:
-                self.runs(fid)
-            found = forked_work.first_answer(talk, _CompactRuns, lambda: self._compact_runs(mine)) \
-                if talk is not None else None
-            if found is not None and len(found.rows) == len(theirs):
-                self._adopt(theirs, found.rows)
-            elif talk is not None:
-                forked_work.end(talk)
-                talk = None
+            try:
+                for fid in mine:
+                    self.runs(fid)
+                found = forked_work.first_answer(talk, _CompactRuns, lambda: self._compact_runs(mine)) \
+                    if talk is not None else None
+                if found is not None and len(found.rows) == len(theirs):
+                    self._adopt(theirs, found.rows)
+                elif talk is not None:
+                    forked_work.end(talk)
+                    talk = None
+                self.callers()
+            except BaseException:  # Ctrl-C, or a bug of ours: no child left behind
+                if talk is not None:
+                    forked_work.end(talk)
+                raise
+            return talk
         self.callers()
-        return talk
+        return None
 
     def _halves(self) -> tuple[list[str], list[str]]:
         """The project's functions in two lists of whole modules, of about as many calls each."""

@@ -117,3 +117,24 @@ def test_half_of_the_call_graph_from_a_child_is_the_graph_built_in_one_process()
     assert any(forked.runs(fid) for fid in theirs)
     assert everything(forked, forked.project) == everything(alone, alone.project)
     assert forked_work.last_answer(talk, list) == sorted((k, [tuple(e) for e in v]) for k, v in alone.callers().items())
+
+
+def test_a_failure_in_the_parent_leaves_no_child(monkeypatch):
+    from lints.callgraph import CallGraph
+    from lints.project import Project
+    from lints.summary import summarize
+
+    started = _children(monkeypatch)
+
+    def interrupted(*_args):
+        raise RuntimeError("Ctrl-C, or a bug of ours, while the child works")
+
+    monkeypatch.setattr(forked_work, "first_answer", interrupted)
+    files = _engine("kernel-object")
+    graph = CallGraph(Project([summarize(text, path, path[:-3].replace("/", "."), False)
+                               for path, text in files.items()]))
+    with pytest.raises(RuntimeError):
+        graph.build(then=lambda: None)
+    assert len(started) == 1 and started[0] is not None
+    with pytest.raises(ChildProcessError):  # ended and reaped
+        os.waitpid(started[0].pid, os.WNOHANG)
