@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
 from . import __version__
-from .command_line import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, add_config_options, configs_for_paths, errors_of,
-                           internal_error, program_name, tolerant_output)
+from .command_line import (EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERRUPTED, add_config_options,
+                           configs_for_paths, errors_of, internal_error, program_name, tolerant_output)
 from .options import ConfigError, default_cache_dir
 from .baseline import BaselineError, filter_baseline, write_baseline
 from .model import FileError
@@ -79,6 +79,10 @@ def entry() -> NoReturn:
         status = main(retain=kept)
     except BrokenPipeError:
         status = _reader_left()
+    except KeyboardInterrupt:  # Ctrl-C: a word, not a traceback, and the shell's status for it
+        if sys.stderr is not None:
+            print("gradmode-lint: interrupted", file=sys.stderr)
+        status = EXIT_INTERRUPTED
     except Exception:  # noqa: BLE001 - a bug of ours must not read as "findings" (exit 1)
         status = internal_error("gradmode-lint")
     else:

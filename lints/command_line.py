@@ -18,6 +18,7 @@ from .walk import discover, stopping_points
 
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 CONSOLE_SCRIPTS = ("gradmode-lint", "gradmode-fix")
 
 

@@ -472,3 +472,22 @@ def test_json_edits_remove_an_import_the_fix_leaves_unused_as_the_whole_file_fix
         whole = editor_fixes.fix_edits(source, finding, options, ParsedSource())
     assert by_statement == whole
     assert ("from torch import inference_mode" in _apply_edits(text, whole)) == ("with" in uses)
+
+
+def test_ctrl_c_ends_with_a_word_and_status_130(tmp_path):
+    """Interrupted mid-run (here: the analysis raises KeyboardInterrupt, as Ctrl-C does), the CLI says so in one
+    line, prints no traceback and exits 130, as a shell reports a command stopped by SIGINT."""
+    (tmp_path / "a.py").write_text("import torch\n")
+    script = ("import sys, lints.engine as engine\n"
+              "def interrupted(*args, **kwargs):\n"
+              "    raise KeyboardInterrupt\n"
+              "engine.lint_project = interrupted\n"
+              "sys.argv = ['gradmode-lint', 'a.py', '--no-cache']\n"
+              "from lints.cli import entry\n"
+              "entry()\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 130
+    assert done.stderr.strip() == "gradmode-lint: interrupted"
+    assert done.stdout == ""
