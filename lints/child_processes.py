@@ -1,18 +1,13 @@
-"""The processes a run starts (pool workers, a forked cache writer) end with it, even when it is killed
-with SIGKILL; a forked child does one piece of work while the run goes on."""
+"""The processes a run starts (pool workers, the analysis's forked child: ``lints/forked_work.py``) end with
+it, even when it is killed with SIGKILL."""
 from __future__ import annotations
 
 import os
 import signal
 import sys
-import threading
-import traceback
-from typing import Callable, Optional
+from typing import Optional
 
-from .warn import warn
-
-# The signals a user stops a run with: a forked child turns them into KeyboardInterrupt (so that its work
-# cleans up), a write defers them until the file is whole (``writes.deferred_signals``).
+# The signals a user stops a run with: a write defers them until the file is whole (``writes.deferred_signals``).
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 _parent_pid: Optional[int] = None  # in a worker: the process it was started by; None elsewhere
@@ -70,61 +65,3 @@ def _is_zombie(pid: int) -> bool:
     except OSError:
         return False
     return stat_line[stat_line.rfind(b")") + 2:][:1] == b"Z"
-
-
-def in_forked_child(work: Callable[[], None]) -> Optional[Callable[[], None]]:
-    """Run ``work`` in a forked child while this process goes on (Redis's BGSAVE: a forked copy of
-    memory writes a snapshot); returns the wait for it, or None where this cannot fork safely (no
-    ``fork``, other Python threads that may hold locks the child would need, or fork fails).
-
-    In the child, SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt (so ``work`` cleans up after
-    itself) unless the parent ignores them; the wait warns when the child did not end well.
-    """
-    if not hasattr(os, "fork") or threading.active_count() > 1:
-        return None
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:  # None where the descriptor is closed
-            try:
-                stream.flush()  # else the child's exit could write the parent's pending output twice
-            except (OSError, ValueError):
-                pass
-    parent_pid = os.getpid()
-    try:
-        pid = os.fork()
-    except OSError:  # EAGAIN (process limits), ENOMEM: do the work in this process instead
-        return None
-    if pid == 0:
-        code = 1
-        try:
-            for number in STOP_SIGNALS:
-                if signal.getsignal(number) is not signal.SIG_IGN:
-                    signal.signal(number, _interrupt)
-            die_with_parent(parent_pid)  # SIGTERM: `work` removes its temp file
-            work()
-            code = 0
-        except KeyboardInterrupt:
-            code = _INTERRUPTED
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)  # no atexit handlers or buffers of the parent's
-    return lambda: _reap(pid)
-
-
-_INTERRUPTED = 130  # the child was stopped by a signal the user sent: nothing to warn about
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
-def _reap(pid: int) -> None:
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        return
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, _INTERRUPTED):
-        why = f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() \
-            else f"exit status {code}"
-        warn(f"the background cache writer failed ({why})")

@@ -23,7 +23,7 @@ import torch
 
 from lints.file_fixes import FixOptions, fix_text
 from lints.options import Config
-from lints.child_processes import in_forked_child
+from lints import forked_work
 from lints.sources import NOT_REGULAR, decode_source, read_source
 from lints.walk import discover
 from lints.workers import run_jobs
@@ -321,44 +321,29 @@ def test_run_jobs_in_batches_blames_only_the_item_that_kills_its_worker(monkeypa
             assert result == item.upper()
 
 
-def test_work_in_a_forked_child_runs_beside_the_parent_and_is_waited_for(tmp_path: Path) -> None:
-    marker = tmp_path / "written"
-    wait = in_forked_child(lambda: (time.sleep(0.3), marker.write_text("done")))
-    assert wait is not None and not marker.exists()  # the parent goes on meanwhile
-    wait()
-    assert marker.read_text() == "done"
-
-
-def test_a_failing_child_is_reported_and_the_parent_goes_on(tmp_path: Path) -> None:
-    code = ("import sys; sys.path.insert(0, {root!r}); from lints.child_processes import in_forked_child\n"
-            "def work():\n    raise OSError('disk full')\n"
-            "wait = in_forked_child(work); wait(); print('parent went on')\n").format(root=str(ROOT))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and proc.stdout == "parent went on\n"
-    assert "OSError: disk full" in proc.stderr
-
-
 def test_no_fork_while_other_threads_run() -> None:
     release = threading.Event()
     helper = threading.Thread(target=release.wait)
     helper.start()
     try:
-        assert in_forked_child(lambda: None) is None  # a lock another thread holds would never be released
+        assert not forked_work.can_fork(2)  # a lock another thread holds would never be released in the child
     finally:
         release.set()
         helper.join()
+    assert forked_work.can_fork(2) == hasattr(os, "fork") and not forked_work.can_fork(1)
 
 
-def test_when_fork_fails_the_cache_is_written_in_process(tmp_path: Path, monkeypatch) -> None:
+def test_when_fork_fails_the_analysis_runs_in_process(tmp_path: Path, monkeypatch) -> None:
     real_fork = os.fork
+    asked = []
 
-    def no_fork():  # for the cache writer only: the process pool forks its workers as usual
-        if sys._getframe(1).f_code.co_name == "in_forked_child":
+    def no_fork():  # for the analysis's child only: the process pool forks its workers as usual
+        if sys._getframe(1).f_code.co_name == "converse":
+            asked.append(True)
             raise BlockingIOError(11, "Resource temporarily unavailable")
         return real_fork()
 
     monkeypatch.setattr(os, "fork", no_fork)
-    assert in_forked_child(lambda: None) is None
     root = tmp_path / "proj"
     (root / "engine").mkdir(parents=True)
     (root / "pyproject.toml").write_text("[tool.gradmode]\n")
@@ -367,47 +352,16 @@ def test_when_fork_fails_the_cache_is_written_in_process(tmp_path: Path, monkeyp
     from lints.engine import lint_project
 
     run = lint_project([str(root)], Config(), jobs=2, cache_dir=tmp_path / "cache")
-    assert run.findings and len(list((tmp_path / "cache").glob("*/cache.sqlite3"))) == 1
+    assert asked and run.findings and len(list((tmp_path / "cache").glob("*/cache.sqlite3"))) == 1
 
 
-def test_fork_with_closed_standard_streams(monkeypatch, tmp_path: Path) -> None:
+def test_a_forked_child_with_closed_standard_streams(monkeypatch) -> None:
     monkeypatch.setattr(sys, "stdout", None)
     monkeypatch.setattr(sys, "stderr", None)
-    marker = tmp_path / "written"
-    wait = in_forked_child(lambda: marker.write_text("done"))
-    assert wait is not None
-    wait()
-    assert marker.read_text() == "done"
-
-
-def test_the_child_cleans_up_on_ctrl_c_and_keeps_what_the_parent_ignores(tmp_path: Path) -> None:
-    script = tmp_path / "child_signals.py"
-    script.write_text(
-        "import os, signal, sys, time\n"
-        f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from lints.child_processes import in_forked_child\n"
-        "signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup\n"
-        f"tmp = {str(tmp_path)!r}\n"
-        "def work(tag):\n"
-        "    try:  # the signal may come while the pid file is being closed: inside the try already\n"
-        "        open(f'{tmp}/pid-{tag}', 'w').write(str(os.getpid()))\n"
-        "        time.sleep(2)\n"
-        "    finally:\n"
-        "        open(f'{tmp}/cleaned-{tag}', 'w').close()\n"
-        "    open(f'{tmp}/finished-{tag}', 'w').close()\n"
-        "for tag, sig in (('int', signal.SIGINT), ('hup', signal.SIGHUP)):\n"
-        "    wait = in_forked_child(lambda: work(tag))\n"
-        "    while not os.path.exists(f'{tmp}/pid-{tag}') or not open(f'{tmp}/pid-{tag}').read():\n"
-        "        time.sleep(0.01)\n"
-        "    os.kill(int(open(f'{tmp}/pid-{tag}').read()), sig)\n"
-        "    wait()\n")
-    # SIGINT starts at its default: a suite run in the background (`cmd &`) hands it down ignored
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""  # an interrupted writer is no failure to warn about
-    assert (tmp_path / "cleaned-int").exists() and not (tmp_path / "finished-int").exists()  # stopped, cleaned
-    assert (tmp_path / "finished-hup").exists()  # ignored by the parent (nohup): ignored by the child
+    talk = forked_work.converse(lambda: "first", lambda message: message * 2)
+    assert talk is not None
+    assert forked_work.first_answer(talk, str, lambda: "again") == "first"
+    assert forked_work.last_answer(talk, str) == "againagain"
 
 
 def test_collector_paused_nests_and_leaves_the_hosts_frozen_objects_frozen() -> None:
