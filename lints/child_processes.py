@@ -16,7 +16,7 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def die_with_parent(parent_pid: int, on_death: int = signal.SIGTERM) -> None:
-    """In a process that the run ``parent_pid`` started (a worker, a cache writer): end when that run
+    """In a process that the run ``parent_pid`` started (a worker, the analysis's child): end when that run
     ends, even by SIGKILL, which no handler of its sees. Left running, a worker goes on summarising or
     writing fixed files for a run that is gone, then waits forever for work, holding the run's stdout
     and stderr pipes (``gradmode-fix . | tee log`` never ends). On Linux the kernel sends ``on_death``
