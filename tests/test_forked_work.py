@@ -14,7 +14,8 @@ from lints.options import Config
 from .helpers import as_set, expected_in_files, lint_run
 from .test_buffer_flow import BUGGY_MODE, SHAPES
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not os.path.exists("/proc/meminfo"),
+                                reason="no fork, or no /proc to tell the memory to spare (the analysis forks only on Linux)")
 
 # every rule: GM201 reads the kept buffers too
 EVERY_RULE = Config(extend_select=("GM201",))
@@ -138,3 +139,23 @@ def test_a_failure_in_the_parent_leaves_no_child(monkeypatch):
     assert len(started) == 1 and started[0] is not None
     with pytest.raises(ChildProcessError):  # ended and reaped
         os.waitpid(started[0].pid, os.WNOHANG)
+
+
+def test_no_child_without_memory_to_spare(tmp_path, monkeypatch):
+    """The child comes to copy most of the parent's pages: with less memory available than the process holds,
+    the analysis stays in one process (and finds the same)."""
+    files = _engine("kernel-object")
+    started = _children(monkeypatch)
+    real_open = open
+
+    def low_memory(path, *args, **kwargs):
+        if path == "/proc/meminfo":
+            import io
+            return io.BytesIO(b"MemTotal: 1000 kB\nMemAvailable: 1 kB\n")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", low_memory)
+    assert not forked_work.can_fork(2)
+    run = lint_run(tmp_path, files, EVERY_RULE, jobs=2)
+    assert started == []
+    assert {f for f in as_set(run.findings) if f[1] == "GM202"} == expected_in_files(files)
