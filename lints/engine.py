@@ -109,7 +109,8 @@ def _source_bytes(entries: list[ProjectFile], overrides: dict[str, str]) -> int:
 
 
 def analyse(summaries: dict[str, dict], config: Config, jobs: int = 1):
-    """``jobs`` over 1: the kept buffers may be found in a forked child beside the grad modes."""
+    """``jobs`` over 1, where a buffer rule is on: a forked child finds half of the call graph, then the kept
+    buffers, beside the grad modes (``lints/forked_work.py``)."""
     from .analysis import ProjectAnalysis
     from .forked_work import can_fork
     from .project import Project
