@@ -12,7 +12,7 @@ from . import forked_work, names
 from .buffers import Buffers
 from .callgraph import CallGraph
 from .gradmodes import ENTRY_STATES, ON, GradModes
-from .kept_buffers import KeptBuffers, updates_after
+from .kept_buffers import KeptBuffers, kept_buffers_from_json, updates_after
 from .options import Config
 from .phases import Phases
 from .project import Project
@@ -81,7 +81,7 @@ class ProjectAnalysis:
         """The kept allocations, and each with the in-place updates of its buffer after it."""
         child, self._buffers_child = self._buffers_child, None
         if child is not None:
-            found = forked_work.last_answer(child, KeptBuffers)
+            found = forked_work.last_answer(child, kept_buffers_from_json)
             if found is not None:
                 return found
         return self._find_kept_buffers()

@@ -76,14 +76,14 @@ class CallGraph:
                 self.callers()
                 return then()
 
-            talk = forked_work.converse(lambda: _CompactRuns(self._compact_runs(theirs)), in_child)
+            talk = forked_work.converse(lambda: self._compact_runs(theirs), in_child)
             try:
                 for fid in mine:
                     self.runs(fid)
-                found = forked_work.first_answer(talk, _CompactRuns, lambda: self._compact_runs(mine)) \
+                found = forked_work.first_answer(talk, _rows_of(len(theirs)), lambda: self._compact_runs(mine)) \
                     if talk is not None else None
-                if found is not None and len(found.rows) == len(theirs):
-                    self._adopt(theirs, found.rows)
+                if found is not None:
+                    self._adopt(theirs, found)
                 elif talk is not None:
                     forked_work.end(talk)
                     talk = None
@@ -116,7 +116,7 @@ class CallGraph:
         return [[(place.get(edge.callee, edge.callee), edge.call, edge.line, _HOW_CODES[edge.how])
                  for edge in self.runs(fid)] for fid in fids]
 
-    def _adopt(self, fids: list[str], rows: list[list[tuple]]) -> None:
+    def _adopt(self, fids: list[str], rows: list[list]) -> None:
         """The edges a child found, kept as if this process had found them: ``runs``, the strict and loose
         ``edges`` (the loose list is the strict one where it adds nothing) and each call's strict targets."""
         functions = list(self.project.functions)
@@ -296,5 +296,12 @@ _HOWS = ("call", "loose", "argument", "nested", "by-name")
 _HOW_CODES = {how: code for code, how in enumerate(_HOWS)}
 
 
-class _CompactRuns(NamedTuple):
-    rows: list[list[tuple]]
+def _rows_of(count: int) -> Callable[[Any], list[list[list]]]:
+    """The reader of a child's edges: one row per function asked for, each edge [callee, call, line, how]."""
+    def read(rows: Any) -> list[list[list]]:
+        if not isinstance(rows, list) or len(rows) != count or not all(
+                isinstance(row, list) and all(isinstance(edge, list) and len(edge) == 4 for edge in row)
+                for row in rows):
+            raise ValueError("not the edges asked for")
+        return rows
+    return read

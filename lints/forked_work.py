@@ -4,24 +4,27 @@ one process after the summarising workers end, with a core idle. The child inher
 sends it; the parent sends its own half back; then each holds the whole graph, and the child finds the kept
 buffers while the parent labels phases and grad modes (``CallGraph.build``, ``ProjectAnalysis``).
 
-Messages are pickled, length-prefixed, through two pipes between our process and its own child (as the
-summarising pool's results are). Only where a fork is safe and worth it: a POSIX fork, one thread in the
+Messages are JSON, length-prefixed, through two pipes between our process and its own child; each side's
+reader rebuilds its records from the data (``lints/`` loads no Python objects from bytes, so that nothing a
+checkout ships could ever be loaded that way). Only where a fork is safe and worth it: a POSIX fork, one thread in the
 process (the language server runs threads), more than one job asked for, and as much memory available as the
 process holds. A child that fails, dies or sends something unreadable is waited for, and the parent does its
 work itself.
 """
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import signal
 import struct
 import threading
-from typing import IO, Any, Callable, NamedTuple, Optional
+from typing import IO, Any, Callable, NamedTuple, Optional, TypeVar
 
 from .child_processes import die_with_parent
+from .summary_cache import encode_json
 
 _LENGTH = struct.Struct("<Q")
+T = TypeVar("T")
 
 
 class Conversation(NamedTuple):
@@ -50,8 +53,8 @@ def _memory_to_spare() -> bool:
 
 
 def converse(first: Callable[[], Any], then: Callable[[Any], Any]) -> Optional[Conversation]:
-    """Fork a child that sends ``first()``, waits for one message from us, and sends ``then(message)``;
-    None if no child can be started."""
+    """Fork a child that sends ``first()``, waits for one message from us, and sends ``then(message)`` (each
+    value JSON data); None if no child can be started."""
     try:
         from_child, to_parent = os.pipe()
         from_parent, to_child = os.pipe()
@@ -75,7 +78,7 @@ def converse(first: Callable[[], Any], then: Callable[[Any], Any]) -> Optional[C
                 _send(out, first())
                 message = _receive(inbox)
                 if message is not None:
-                    _send(out, then(pickle.loads(message)))
+                    _send(out, then(json.loads(message)))
                     status = 0
         finally:
             os._exit(status)  # no atexit handlers, no flushing of the parent's buffered output
@@ -84,10 +87,10 @@ def converse(first: Callable[[], Any], then: Callable[[Any], Any]) -> Optional[C
     return Conversation(pid, open(from_child, "rb"), open(to_child, "wb"))
 
 
-def first_answer(talk: Conversation, kind: type, reply: Callable[[], Any]) -> Optional[Any]:
-    """The child's first message, if it is a ``kind``, after which ``reply()`` is sent to it; None if the child
-    failed (it is then ended)."""
-    found = _loaded(_receive(talk.inbox), kind)
+def first_answer(talk: Conversation, read: Callable[[Any], T], reply: Callable[[], Any]) -> Optional[T]:
+    """The child's first message, as ``read`` rebuilds it from its JSON data, after which ``reply()`` is sent to
+    it; None if the child failed or sent what ``read`` refuses (the child is then ended)."""
+    found = _loaded(_receive(talk.inbox), read)
     if found is None:
         end(talk)
         return None
@@ -99,10 +102,10 @@ def first_answer(talk: Conversation, kind: type, reply: Callable[[], Any]) -> Op
     return found
 
 
-def last_answer(talk: Conversation, kind: type) -> Optional[Any]:
-    """The child's second message, if it is a ``kind``, once it is sent; the child is then waited for."""
+def last_answer(talk: Conversation, read: Callable[[Any], T]) -> Optional[T]:
+    """The child's second message, as ``read`` rebuilds it, once it is sent; the child is then waited for."""
     try:
-        found = _loaded(_receive(talk.inbox), kind)
+        found = _loaded(_receive(talk.inbox), read)
     finally:
         end(talk)
     return found
@@ -126,7 +129,7 @@ def end(talk: Conversation) -> None:
 
 
 def _send(out: IO[bytes], value: Any) -> None:
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    data = encode_json(value).encode("ascii")  # non-ASCII characters, lone surrogates too, come escaped
     out.write(_LENGTH.pack(len(data)))
     out.write(data)
     out.flush()
@@ -145,11 +148,10 @@ def _receive(inbox: IO[bytes]) -> Optional[bytes]:
     return data if len(data) == size else None
 
 
-def _loaded(data: Optional[bytes], kind: type) -> Optional[Any]:
+def _loaded(data: Optional[bytes], read: Callable[[Any], T]) -> Optional[T]:
     if data is None:
         return None
     try:
-        found = pickle.loads(data)
-    except Exception:  # noqa: BLE001 - a child that failed mid-write: the parent does the work itself
+        return read(json.loads(data))
+    except Exception:  # noqa: BLE001 - a message cut off or of another shape: the parent does the work itself
         return None
-    return found if isinstance(found, kind) else None

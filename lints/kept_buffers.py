@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+from .buffer_allocations import BufferKey
 from .buffers import Allocation, Buffers, Mutation
 from .project import Project
 from .provenance import CONSTRUCTORS
@@ -12,6 +13,17 @@ class KeptBuffers(NamedTuple):
     allocations: list[Allocation]
     # each allocation with the in-place updates of its buffer after it (what GM201 and GM202 report from)
     updated: list[tuple[Allocation, list[Mutation]]]
+
+
+def kept_buffers_from_json(data: list) -> KeptBuffers:
+    """``KeptBuffers`` from its JSON data (records as arrays), as the analysis's forked child sends it."""
+    allocations, updated = data
+
+    def allocation(fields: list) -> Allocation:
+        return Allocation(BufferKey(*fields[0]), *fields[1:])
+
+    return KeptBuffers([allocation(a) for a in allocations],
+                       [(allocation(a), [Mutation(*m) for m in mutations]) for a, mutations in updated])
 
 
 def updates_after(project: Project, buffers: Buffers) -> list[tuple[Allocation, list[Mutation]]]:

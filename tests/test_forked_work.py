@@ -117,7 +117,8 @@ def test_half_of_the_call_graph_from_a_child_is_the_graph_built_in_one_process()
     assert mine and theirs  # both processes had modules to resolve
     assert any(forked.runs(fid) for fid in theirs)
     assert everything(forked, forked.project) == everything(alone, alone.project)
-    assert forked_work.last_answer(talk, list) == sorted((k, [tuple(e) for e in v]) for k, v in alone.callers().items())
+    as_tuples = lambda data: [(k, [tuple(e) for e in v]) for k, v in data]  # noqa: E731 - JSON gives lists
+    assert forked_work.last_answer(talk, as_tuples) == sorted((k, [tuple(e) for e in v]) for k, v in alone.callers().items())
 
 
 def test_a_failure_in_the_parent_leaves_no_child(monkeypatch):
@@ -159,3 +160,17 @@ def test_no_child_without_memory_to_spare(tmp_path, monkeypatch):
     run = lint_run(tmp_path, files, EVERY_RULE, jobs=2)
     assert started == []
     assert {f for f in as_set(run.findings) if f[1] == "GM202"} == expected_in_files(files)
+
+
+def test_kept_buffers_travel_as_json_and_come_back_equal(tmp_path):
+    import json
+
+    from lints.kept_buffers import kept_buffers_from_json
+    from lints.summary_cache import encode_json
+
+    run = lint_run(tmp_path, _engine("kernel-object"), EVERY_RULE, jobs=1)
+    kept = run.analysis.kept_buffers
+    assert kept.allocations and kept.updated
+    assert kept_buffers_from_json(json.loads(encode_json(kept))) == kept
+    with pytest.raises((TypeError, ValueError)):  # another shape is refused, not taken for buffers
+        kept_buffers_from_json({"allocations": []})
