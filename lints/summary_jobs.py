@@ -7,7 +7,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import time
 from typing import Optional, Union
 
 from .gc_pause import collector_paused
@@ -16,6 +15,7 @@ from .sources import MAX_FILE_BYTES, SourceFile, read_source, source_from_text
 from .summary import summarize
 from .summary_cache import SummaryCache, encode_json
 from .summary_records import with_records
+from .walk import settled
 from .workers import HandOver, run_jobs
 
 
@@ -66,14 +66,9 @@ def content_key(path: str, max_bytes: int = MAX_FILE_BYTES, known: Optional[dict
             key = file_key(raw) if os.path.isfile(path) and len(raw) <= max_bytes else ""
     except OSError:
         return ""
-    # as git does with "racily clean" files: a stamp is trusted once the file's times are older than the
-    # file system's clock can tell apart from an edit made after it was read
-    if stamp is not None and key and max(stamp[1], stamp[2]) < time.time_ns() - RACY_NANOSECONDS:
+    if stamp is not None and key and settled(stamp[1], stamp[2]):
         known[path] = (stamp, key)
     return key
-
-
-RACY_NANOSECONDS = 2_000_000_000
 
 
 def _nonblocking(path: str, flags: int) -> int:

@@ -136,11 +136,16 @@ _DECIDING = (".gitignore", ".git", os.path.join(".git", "info", "exclude"), "pyp
 RACY_NANOSECONDS = 2_000_000_000
 
 
+def settled(mtime_ns: int, ctime_ns: int) -> bool:
+    """Whether a file's or folder's times are old enough for its stamp to stand for it (as git does with
+    "racily clean" files: an edit made right after it was read could leave the times as they were)."""
+    return max(mtime_ns, ctime_ns) < time.time_ns() - RACY_NANOSECONDS
+
+
 def _stamps(folders: Iterable[str]) -> Optional[tuple]:
     """The stamps of ``folders`` and of their deciding files (None for one absent); None where any is too
     recent to be trusted or cannot be read."""
     stamps = []
-    recent = time.time_ns() - RACY_NANOSECONDS
     for folder in folders:
         for path in (folder, *(os.path.join(folder, name) for name in _DECIDING)):
             try:
@@ -150,7 +155,7 @@ def _stamps(folders: Iterable[str]) -> Optional[tuple]:
                 continue
             except OSError:
                 return None
-            if max(st.st_mtime_ns, st.st_ctime_ns) >= recent:
+            if not settled(st.st_mtime_ns, st.st_ctime_ns):
                 return None
             stamps.append((st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size, st.st_mode))
     return tuple(stamps)

@@ -666,13 +666,13 @@ def test_quiet_leaves_the_cache_warning_out_and_keeps_the_findings(tmp_path):
 def test_a_long_lived_process_reads_a_file_again_only_when_its_stamp_changed(tmp_path, monkeypatch):
     """The language server hashes every file of the project on each run: a file whose size, times and inode
     are as they were is not read again, unless it was written too recently to tell an edit from it."""
-    from lints import summary_jobs
+    from lints import summary_jobs, walk
 
     path = tmp_path / "m.py"
     path.write_text("x = 1\n")
     old = os.stat(path).st_mtime_ns - 10 * 10**9
     os.utime(path, ns=(old, old))
-    monkeypatch.setattr(summary_jobs, "RACY_NANOSECONDS", 0)  # its ctime is now: trusted all the same, here
+    monkeypatch.setattr(walk, "RACY_NANOSECONDS", 0)  # its ctime is now: trusted all the same, here
     hashed = []
     real = summary_jobs.file_key
     monkeypatch.setattr(summary_jobs, "file_key", lambda raw: hashed.append(raw) or real(raw))
@@ -734,9 +734,9 @@ def test_a_remembered_walk_is_reused_only_while_its_folders_and_ignore_files_are
 
 
 def test_the_cache_keeps_each_files_stamp_so_a_rerun_hashes_only_what_changed(tmp_path, monkeypatch):
-    from lints import summary_jobs
+    from lints import summary_jobs, walk
 
-    monkeypatch.setattr(summary_jobs, "RACY_NANOSECONDS", 0)  # the files were written just now
+    monkeypatch.setattr(walk, "RACY_NANOSECONDS", 0)  # the files were written just now
     root = _project_with_others(tmp_path)
     cold, _ = _findings(root, jobs=1)
     hashed = []
