@@ -71,7 +71,7 @@ class CallGraph:
         if then is not None:
             mine, theirs = self._halves()
 
-            def in_child(rows: list[list[tuple]]) -> Any:
+            def in_child(rows: list[list]) -> Any:
                 self._adopt(mine, rows)
                 self.callers()
                 return then()
@@ -241,10 +241,8 @@ class CallGraph:
             strict_calls = {e.call for e in out if e.how == "call"}
             calls = self.project.function(fid)["calls"]
             # a call without strict targets: its loose ones (``call_targets(..., loose=True)``, unmemoised)
-            owners = self._sole_owners()
             extra = [Edge(fid, target, index, calls[index].line, "loose") for index in self._called(fid)
-                     if index not in strict_calls and _may_be_loose(calls[index].func, owners)
-                     for target in self._loose_targets(fid, index)]
+                     if index not in strict_calls for target in self._loose_targets(fid, index)]
             if extra:
                 out = sorted(out + extra, key=lambda e: (e.call < 0, e.call, _EDGE_ORDER[e.how]))
             self._edges[key] = out
@@ -254,7 +252,6 @@ class CallGraph:
         out = []
         calls = fn["calls"]
         known = self._targets
-        function_names = project.function_names
         for index in self._called(fid):
             call = calls[index]
             call_key = (fid, index, False)
@@ -265,8 +262,7 @@ class CallGraph:
                 out.append(Edge(fid, target, index, call.line, "call"))
             for arguments in (call.args, call.kwargs.values()):
                 for arg in arguments:
-                    # most arguments are no function's name: told by their last part, before resolving
-                    if arg[0] == "n" and arg[1].rpartition(".")[2] in function_names:
+                    if arg[0] == "n":
                         target = self.function_ref(fid, arg)
                         if target is not None and target != fid:
                             out.append(Edge(fid, target, index, call.line, "argument"))
@@ -284,11 +280,6 @@ class CallGraph:
         if not decorators:
             return range(len(fn["calls"]))
         return [index for index in range(len(fn["calls"])) if index not in decorators]
-
-
-def _may_be_loose(func: list, owners: dict[str, str]) -> bool:
-    """A quick test before ``_loose_targets``: ``obj.method()`` where one project class defines ``method``."""
-    return func[0] == "n" and func[1].rpartition(".")[2] in owners and "." in func[1]
 
 
 _EDGE_ORDER = {"call": 0, "loose": 1, "argument": 2, "nested": 3}
