@@ -174,3 +174,14 @@ def test_kept_buffers_travel_as_json_and_come_back_equal(tmp_path):
     assert kept_buffers_from_json(json.loads(encode_json(kept))) == kept
     with pytest.raises((TypeError, ValueError)):  # another shape is refused, not taken for buffers
         kept_buffers_from_json({"allocations": []})
+
+
+def test_a_message_of_another_shape_is_refused_and_the_child_ended():
+    from lints.callgraph import _rows_of
+
+    for sent in ({"not": "rows"}, [[["callee", 0, 1]]], [[], []]):  # a dict; an edge of 3 fields; 2 rows for 1
+        talk = forked_work.converse(lambda: sent, lambda message: None)
+        assert talk is not None
+        assert forked_work.first_answer(talk, _rows_of(1), lambda: []) is None
+        with pytest.raises(ChildProcessError):  # ended and reaped: the parent finds those edges itself
+            os.waitpid(talk.pid, os.WNOHANG)
