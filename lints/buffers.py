@@ -13,7 +13,7 @@ from . import names
 from .buffer_allocations import Allocation, BufferKey
 from .buffer_flow import MODULE_BUFFER_VIEWS, SAME_ITEMS, BufferFlow
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD
-from .summary_records import callee_leaf, enclosing_withs, method_call
+from .summary_records import enclosing_withs, method_call
 from .symbols import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL
 
 __all__ = ["Allocation", "BufferKey", "Buffers", "Mutation"]
@@ -48,9 +48,12 @@ class Buffers(BufferFlow):
     def _sites(self, fid: str):
         """(receiver expression, mutation) for each in-place update in ``fid``."""
         fn = self.project.function(fid)
+        is_inplace = names.is_inplace_method
         for call in fn["calls"]:
             func = call.func
-            if func[0] == "n" and "." not in func[1] or not names.is_inplace_method(callee_leaf(func)):
+            kind = func[0]  # `callee_leaf`, inlined: asked for every call of the project
+            leaf = func[1].rpartition(".")[2] if kind == "n" and "." in func[1] else func[2] if kind == "a" else ""
+            if not is_inplace(leaf):
                 receiver = None  # the common case, told without building the receiver
             else:
                 receiver, method = method_call(func)
@@ -246,9 +249,15 @@ class Buffers(BufferFlow):
         call graph from the updating functions up to their callers, once per (function, parameter, update)."""
         callers = self.graph.callers()
         seen = {(fid, param, m) for fid, found in writers.items() for param, m in found}
+        handed_up: dict[str, int] = {}  # function -> how many of its writers were handed to its callers
         queue = list(writers)
         while queue:
             callee = queue.pop()
+            start = handed_up.get(callee, 0)
+            fresh = writers[callee][start:]  # the earlier ones reached every caller already
+            if not fresh:
+                continue
+            handed_up[callee] = start + len(fresh)
             # a call of a base class's method may run this override (`kernel.stage_inputs(...)`)
             edges = [e for fid in (callee, *self._overridden(callee)) for e in callers.get(fid, ())]
             for edge in edges:
@@ -257,10 +266,13 @@ class Buffers(BufferFlow):
                 fn = self.project.function(edge.caller)
                 params = set(fn["params"]) - {"self", "cls"}
                 call = fn["calls"][edge.call]
-                for param, mutation in list(writers[callee]):
-                    arg = self.regions.argument_for(edge.callee, param, call) if param in \
-                        self.project.function(edge.callee)["params"] else self.regions.argument_for(callee, param, call)
-                    head = _base_name(fn, arg).split(".", 1)[0] if arg is not None else ""
+                declared = self.project.function(edge.callee)["params"]
+                heads: dict[str, str] = {}  # parameter -> the caller's name passed for it
+                for param, mutation in fresh:
+                    head = heads.get(param)
+                    if head is None:
+                        arg = self.regions.argument_for(edge.callee if param in declared else callee, param, call)
+                        head = heads[param] = _base_name(fn, arg).split(".", 1)[0] if arg is not None else ""
                     if head in params and (edge.caller, head, mutation) not in seen:
                         seen.add((edge.caller, head, mutation))
                         if edge.caller not in writers:
@@ -288,10 +300,14 @@ class Buffers(BufferFlow):
         for fid, (_summary, fn) in self.project.functions.items():
             for index, call in enumerate(fn["calls"]):
                 func = call.func
-                if func[0] != "n" or callee_leaf(func) not in leaves:
+                if func[0] != "n" or func[1].rpartition(".")[2] not in leaves:  # `callee_leaf`, inlined: every call
                     continue
-                for target in {t for base in self.graph.call_targets(fid, index)
-                               for t in (base, *self.provenance.overrides(base))}:
+                targets: list[str] = []  # in order, not a set's: the updates' order shows in the findings
+                for base in self.graph.call_targets(fid, index):
+                    for target in (base, *self.provenance.overrides(base)):
+                        if target not in targets:
+                            targets.append(target)
+                for target in targets:
                     for param, mutation in writers.get(target, []):
                         arg = self.regions.argument_for(target, param, call)
                         if arg is None:

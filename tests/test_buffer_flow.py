@@ -6,6 +6,7 @@ kept tensor at its allocation, and the engine, run with CPU torch, raises torch'
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -328,3 +329,32 @@ def test_symmetric_memory_in_a_returned_state_object(tmp_path):
     assert as_set(lint_run(tmp_path / "buggy", buggy, Config(libraries=False)).findings) == expected_in_files(buggy)
     fixed = _form(SYMMETRIC, FIXED_MODE)
     assert lint_run(tmp_path / "fixed", fixed, Config(libraries=False)).findings == []
+
+
+def test_updates_through_overrides_come_in_call_order_whatever_the_hash_seed(tmp_path):
+    """A buffer handed to a method that four subclasses override: the updates through each override are listed
+    in the call's order (the base's method, then its overrides), not in a set's order, which changes with
+    Python's string hashing from one process to the next."""
+    overrides = "".join(f"class {name}(Base):\n    def _scatter(self, out):\n        clear(out)\n" for name in "ABCD")
+    write_package(tmp_path, {"eng/engine.py": (
+        "import torch\n"
+        "def clear(t):\n"
+        "    t.zero_()\n"
+        "class Base:\n"
+        "    def __init__(self):\n"
+        "        self._buf = None\n"
+        "    def step(self, n):\n"
+        "        if self._buf is None:\n"
+        "            self._buf = torch.empty(n)\n"
+        "        self._scatter(self._buf)\n"
+        "    def _scatter(self, out):\n"
+        "        clear(out)\n" + overrides)})
+    outputs = set()
+    for seed in range(6):
+        run = subprocess.run([sys.executable, "-m", "lints", "eng", "--select", "GM201", "--no-cache"],
+                             cwd=tmp_path, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": str(seed)})
+        assert run.returncode == 1, run.stderr
+        outputs.add(run.stdout)
+    assert len(outputs) == 1
+    assert "on parameter `out` of `Base._scatter()`, passed at eng/engine.py:10" in outputs.pop()
