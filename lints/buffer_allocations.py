@@ -14,7 +14,7 @@ from .callgraph import CallGraph
 from .project import Project
 from .provenance import CONSTRUCTORS, COPYING_METHODS, Provenance
 from .regions import Regions
-from .summary_records import MODULE_SCOPE, method_call
+from .summary_records import MODULE_SCOPE, callee_leaf, method_call
 from .symbols import CLASS, EXTERNAL, FIELD, GLOBAL
 
 
@@ -41,9 +41,6 @@ class Allocation(NamedTuple):
     why_lazy: str
     dict_cache: bool  # stored into a container (a dict cache, a pool list)
     lazy: bool = True  # under a check of what it is stored into; else eager (a constructor, a plain store)
-
-
-_CONTAINER_INSERTS = frozenset({"append", "setdefault", "insert", "add"})
 
 
 class BufferAllocations:
@@ -116,7 +113,7 @@ class BufferAllocations:
         project = self.project
         found: list[Allocation] = []
         for fid, (summary, fn) in project.functions.items():
-            if self._cached_getter(fid):
+            if fn["dec"] and self._cached_getter(fid):  # most functions have no decorator: no call
                 for ret in fn["rets"]:
                     if not ret.is_yield and self.provenance.fresh(fid, ret.value):
                         found.append(Allocation(BufferKey("getter", fid, fn["qual"]), fid, ret.line, ret.col,
@@ -215,16 +212,17 @@ class BufferAllocations:
         """``BUFFERS.append(torch.empty(...))``, ``self._pool.setdefault(k, torch.empty(...))`` into a kept
         list or dict (lazy under a check of that container)."""
         out = []
-        for call in fn["calls"]:
-            func = call.func  # `callee_leaf`, inlined: asked for every call of the project
-            leaf = func[1].rpartition(".")[2] if func[0] == "n" else func[2] if func[0] == "a" else ""
-            if leaf == "register_buffer":
+        calls = fn["calls"]
+        for index in fn["notable"]:  # container inserts and `register_buffer` among them
+            call = calls[index]
+            leaf = callee_leaf(call.func)
+            if leaf == names.REGISTER_BUFFER:
                 out.extend(self._registered(fid, fn, call))
                 continue
-            if leaf not in _CONTAINER_INSERTS:
+            if leaf not in names.CONTAINER_INSERTS:
                 continue
             receiver, method = method_call(call.func)
-            if receiver is None or method not in _CONTAINER_INSERTS or receiver[0] != "n" or not call.args:
+            if receiver is None or method not in names.CONTAINER_INSERTS or receiver[0] != "n" or not call.args:
                 continue
             value = call.args[-1]
             text = receiver[1]

@@ -13,7 +13,7 @@ from . import names
 from .buffer_allocations import Allocation, BufferKey
 from .buffer_flow import MODULE_BUFFER_VIEWS, SAME_ITEMS, BufferFlow
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD
-from .summary_records import enclosing_withs, method_call
+from .summary_records import callee_leaf, enclosing_withs, method_call
 from .symbols import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL
 
 __all__ = ["Allocation", "BufferKey", "Buffers", "Mutation"]
@@ -48,12 +48,11 @@ class Buffers(BufferFlow):
     def _sites(self, fid: str):
         """(receiver expression, mutation) for each in-place update in ``fid``."""
         fn = self.project.function(fid)
-        is_inplace = names.is_inplace_method
-        for call in fn["calls"]:
+        calls = fn["calls"]
+        for index in fn["notable"]:  # in-place updates and `out=` among them
+            call = calls[index]
             func = call.func
-            kind = func[0]  # `callee_leaf`, inlined: asked for every call of the project
-            leaf = func[1].rpartition(".")[2] if kind == "n" and "." in func[1] else func[2] if kind == "a" else ""
-            if not is_inplace(leaf):
+            if func[0] == "n" and "." not in func[1] or not names.is_inplace_method(callee_leaf(func)):
                 receiver = None  # the common case, told without building the receiver
             else:
                 receiver, method = method_call(func)
@@ -182,10 +181,9 @@ class Buffers(BufferFlow):
         dict_caches = {a.key for a in self.allocations if a.dict_cache}
         out: dict[BufferKey, list[Mutation]] = {}
         param_writers: dict[str, list[tuple[str, Mutation]]] = {}
-        for fid in self.project.functions:
-            if self._is_kernel(fid):
+        for fid, (_summary, fn) in self.project.functions.items():
+            if fn["dec"] and self._is_kernel(fid):  # most functions have no decorator: no call
                 continue
-            fn = self.project.function(fid)
             params = set(fn["params"])
             for receiver, mutation, is_store in self._sites(fid):
                 base = receiver

@@ -60,12 +60,22 @@ AUTOTUNE_PREFIXES = ("flashinfer.",)
 
 # Calls the analysis finds by the last part of the callee's name before it resolves them: what
 # captures a CUDA graph or autotunes (the name is resolved next), a graph's `replay()`, tensor
-# factories. Summaries list these calls per function (``notable``), so that no pass of the
-# analysis walks every call of the project; a word added here is found everywhere.
+# factories, what grows a kept list or dict (`BUFFERS.append(t)`, `pool.setdefault(k, t)`) and a
+# module's `register_buffer`. Summaries list these calls per function (``notable``, with the in-place
+# updates: ``is_notable_call``), so that no pass of the analysis walks every call of the project; a word
+# added here is found everywhere.
 SEMANTIC_LEAVES = frozenset({"graph", "capture_begin", "autotune", "autotune_v2", "make_graphed_callables"})
 REPLAY_LEAF = "replay"
 FACTORY_LEAVES = frozenset(name.rsplit(".", 1)[1] for name in TORCH_FACTORIES) | TENSOR_METHOD_FACTORIES
-NOTABLE_CALL_LEAVES = SEMANTIC_LEAVES | FACTORY_LEAVES | {REPLAY_LEAF}
+CONTAINER_INSERTS = frozenset({"append", "setdefault", "insert", "add"})
+REGISTER_BUFFER = "register_buffer"
+NOTABLE_CALL_LEAVES = SEMANTIC_LEAVES | FACTORY_LEAVES | CONTAINER_INSERTS | {REPLAY_LEAF, REGISTER_BUFFER}
+
+
+def is_notable_call(leaf: str, kwargs: dict) -> bool:
+    """Whether a call whose callee's name ends in ``leaf`` is one of its function's ``notable`` calls: a word
+    of ``NOTABLE_CALL_LEAVES``, an in-place update by its name (``fill_``), or a write through ``out=``."""
+    return leaf in NOTABLE_CALL_LEAVES or "out" in kwargs or is_inplace_method(leaf)
 
 
 # In place by name, but no write of the tensor's data (torch allows them on an inference tensor).

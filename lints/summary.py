@@ -15,7 +15,7 @@ from typing import Iterable, Iterator, Optional
 
 from .branch_tests import dotted_name, missing_names
 from .module_names import relative_import_base
-from .names import NOTABLE_CALL_LEAVES
+from .names import is_notable_call
 from .sources import source_lines
 from .syntax_children import push_children
 from .summary_records import MODULE_SCOPE, SCHEMA, Assign, Call, Decorator, Guard, Item, Return, With, callee_leaf
@@ -193,7 +193,7 @@ class _Summarizer:
         calls = scope.data["calls"]
         calls.append(Call(f, args, kwargs, line, col, scope.withs[-1] if scope.withs else -1,
                           scope.guards[-1] if scope.guards else -1))
-        if callee_leaf(f) in NOTABLE_CALL_LEAVES:
+        if is_notable_call(callee_leaf(f), kwargs):
             scope.data["notable"].append(len(calls) - 1)
         return len(calls) - 1
 

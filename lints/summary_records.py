@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple, Optional
 
-SCHEMA = 12
+SCHEMA = 13
 MODULE_SCOPE = "<module>"
 
 # Records are NamedTuples: named fields, and still JSON arrays (summaries of a large tree are tens of MB of
@@ -111,8 +111,9 @@ def with_records(summary: dict) -> dict:
 # A function's "blocks": [first line, last line] of each body of a loop, a try (its handlers, else and
 # finally too) and a match case, which may run without the code before or after it (if-branches are
 # guards and with-bodies are withs).
-# A function's "notable": the indices of its calls whose callee's name ends in a word of
-# ``names.NOTABLE_CALL_LEAVES`` (``f().new_empty(...)`` included), in order.
+# A function's "notable": the indices of its calls that ``names.is_notable_call`` names (a callee's name
+# ending in a word of ``names.NOTABLE_CALL_LEAVES``, ``f().new_empty(...)`` included; an in-place update;
+# ``out=``), in order.
 
 
 def callee_leaf(func: list) -> str:
