@@ -24,15 +24,17 @@ def missing_names(test: ast.AST) -> list[str]:
     stack: list[tuple[ast.AST, bool]] = [(test, True)]
     while stack:
         node, positive = stack.pop()
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        kind = type(node)  # syntax nodes are of their exact classes: `is` tests, cheaper than isinstance
+        if kind is ast.UnaryOp and type(node.op) is ast.Not:
             stack.append((node.operand, not positive))
-        elif isinstance(node, ast.BoolOp):
+        elif kind is ast.BoolOp:
             stack.extend((value, positive) for value in node.values)
-        elif isinstance(node, ast.NamedExpr):
+        elif kind is ast.NamedExpr:
             stack.append((node.value, positive))
-        elif (name := dotted_name(node)) is not None:  # `if self._pool:` finds it there; `if not self._pool:`
-            (present if positive else missing).add(name)  # missing
-        elif isinstance(node, ast.Compare) and len(node.ops) == 1:
+        elif (kind is ast.Name or kind is ast.Attribute) and (name := dotted_name(node)) is not None:
+            (present if positive else missing).add(name)  # `if self._pool:` finds it there; `if not self._pool:`
+            # missing
+        elif kind is ast.Compare and len(node.ops) == 1:
             op, left, right = node.ops[0], node.left, node.comparators[0]
             if isinstance(right, ast.Constant) and right.value is None and isinstance(op, (ast.Is, ast.IsNot, ast.Eq,
                                                                                         ast.NotEq)):
@@ -42,10 +44,10 @@ def missing_names(test: ast.AST) -> list[str]:
                 (present if isinstance(op, ast.In) == positive else missing).update(_subjects(right))
             elif positive:  # a size, a device, a dtype that no longer fits
                 stale.update(_subjects(left) | _subjects(right))
-        elif isinstance(node, ast.Call) and _call_name(node) in _PRESENCE_TESTS and node.args:
+        elif kind is ast.Call and _call_name(node) in _PRESENCE_TESTS and node.args:
             subject = _attribute_of(node) if _call_name(node) == "hasattr" else _subjects(node.args[0])
             (present if positive else missing).update(subject)
-        elif isinstance(node, ast.Call) and _getattr_name(node) is not None:
+        elif kind is ast.Call and _getattr_name(node) is not None:
             (present if positive else missing).add(_getattr_name(node))
         else:  # `needs_alloc(buf)`, a chained comparison, an arithmetic test
             stale.update(_subjects(node))
@@ -69,14 +71,15 @@ def _attribute_of(call: ast.Call) -> set[str]:
 
 def _getattr_name(call: ast.Call) -> Optional[str]:
     """``getattr(self, "_buf", None)`` reads ``self._buf``."""
-    if dotted_name(call.func) == "getattr" and len(call.args) in (2, 3):
+    func = call.func
+    if type(func) is ast.Name and func.id == "getattr" and len(call.args) in (2, 3):
         found = _attribute_of(call)
         return found.pop() if found else None
     return None
 
 
 def _subjects(node: ast.AST) -> set[str]:
-    """Every dotted name in ``node`` (``getattr(o, "a")`` as ``o.a``)."""
+    """Every dotted name in ``node`` (``getattr(o, "a")`` as ``o.a``), a chain's prefixes too (``a.b``: ``a``)."""
     found: set[str] = set()
     stack = [node]
     while stack:
@@ -87,12 +90,16 @@ def _subjects(node: ast.AST) -> set[str]:
             continue
         if kind is ast.Attribute:
             name = dotted_name(sub)
+            if name is not None:  # a whole chain: its prefixes are what its inner nodes would add
+                found.add(name)
+                while "." in name:
+                    name = name.rpartition(".")[0]
+                    found.add(name)
+                continue
         elif kind is ast.Call:
             name = _getattr_name(sub)
-        else:
-            name = None
-        if name:
-            found.add(name)
+            if name:
+                found.add(name)
         push_children(sub, stack)
     return found
 
