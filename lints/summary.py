@@ -225,7 +225,16 @@ class _Summarizer:
             return
         scope.data["assigns"].append(self._fact(target_expr, value, op, node, scope))
 
-    def _guard(self, test: ast.AST, scope: _Scope, orelse: bool) -> int:
+    def _guard(self, test: ast.AST, scope: _Scope, orelse: bool, facts: tuple[list, list]) -> int:
+        """A guard record for ``test``'s branch (``orelse``: its else-branch); ``facts``: ``_test_facts(test)``,
+        found once for both branches."""
+        names, missing = facts
+        guards = scope.data["guards"]
+        guards.append(Guard(names, scope.guards[-1] if scope.guards else -1, orelse, test.lineno, missing))
+        return len(guards) - 1
+
+    def _test_facts(self, test: ast.AST) -> tuple[list, list]:
+        """The names a branch's test reads, and those it finds missing or stale (``missing_names``)."""
         names: set[str] = set()
         stack = [test]
         while stack:
@@ -238,10 +247,7 @@ class _Summarizer:
             elif (isinstance(sub, ast.Constant) and isinstance(sub.value, str) and len(sub.value) < 80
                   and _plain_constant(sub.value) is not None):
                 names.add(f"'{sub.value}'")
-        guards = scope.data["guards"]
-        guards.append(Guard(sorted(names), scope.guards[-1] if scope.guards else -1, orelse, test.lineno,
-                            missing_names(test)))
-        return len(guards) - 1
+        return sorted(names), missing_names(test)
 
     def body(self, statements: Iterable[ast.stmt], scope: _Scope, record: Optional[With] = None) -> None:
         """Walk a block; ``record`` (a with-statement) learns which of its statements are bare calls or withs."""
@@ -309,11 +315,12 @@ class _Summarizer:
             self._return(stmt.value, stmt, scope, False)
         elif kind is ast.If:
             self.walk_expr(stmt.test, scope)
-            scope.guards.append(self._guard(stmt.test, scope, False))
+            facts = self._test_facts(stmt.test)
+            scope.guards.append(self._guard(stmt.test, scope, False, facts))
             self.body(stmt.body, scope)
             scope.guards.pop()
             if stmt.orelse:
-                scope.guards.append(self._guard(stmt.test, scope, True))
+                scope.guards.append(self._guard(stmt.test, scope, True, facts))
                 self.body(stmt.orelse, scope)
                 scope.guards.pop()
         elif kind is ast.With or kind is ast.AsyncWith:
