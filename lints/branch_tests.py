@@ -32,8 +32,8 @@ def missing_names(test: ast.AST) -> list[str]:
         elif kind is ast.NamedExpr:
             stack.append((node.value, positive))
         elif (kind is ast.Name or kind is ast.Attribute) and (name := dotted_name(node)) is not None:
-            (present if positive else missing).add(name)  # `if self._pool:` finds it there; `if not self._pool:`
-            # missing
+            # `if self._pool:` finds it there; `if not self._pool:` missing
+            (present if positive else missing).add(name)
         elif kind is ast.Compare and len(node.ops) == 1:
             op, left, right = node.ops[0], node.left, node.comparators[0]
             if isinstance(right, ast.Constant) and right.value is None and isinstance(op, (ast.Is, ast.IsNot, ast.Eq,
