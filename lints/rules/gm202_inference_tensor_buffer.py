@@ -310,8 +310,8 @@ class LazyBufferBecomesInferenceTensor(Rule):
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
         project, modes = analysis.project, analysis.modes
-        # First the allocations that may run under inference mode (few), then the in-place updates of
-        # every buffer (the costly part), only when there is one.
+        # the allocations that may run under inference mode (few); each then with its buffer's updates (the
+        # kept buffers come whole, from the analysis's forked child where there is one)
         suspects = {alloc: on[ON][0] for alloc in analysis.kept_buffers.allocations
                     if ON in (on := modes.at(alloc.fid, alloc.with_index))}
         if not suspects:
