@@ -9,7 +9,7 @@ import functools
 from typing import Iterable, NamedTuple, Optional
 
 from . import forked_work, names
-from .buffers import Buffers
+from .buffers import Allocation, Buffers
 from .callgraph import CallGraph
 from .gradmodes import ENTRY_STATES, ON, GradModes
 from .kept_buffers import KeptBuffers, kept_buffers_from_json, updates_after
@@ -75,6 +75,14 @@ class ProjectAnalysis:
 
     def _find_kept_buffers(self) -> KeptBuffers:
         return KeptBuffers(self.buffers.allocations, updates_after(self.project, self.buffers))
+
+    @property
+    def kept_allocations(self) -> list[Allocation]:
+        """The kept allocations alone: found here without the updates where no child finds both (GM202 asks
+        for the updates only when an allocation may run under inference mode)."""
+        if self._buffers_child is not None or "kept_buffers" in self.__dict__:
+            return self.kept_buffers.allocations
+        return self.buffers.allocations
 
     @functools.cached_property
     def kept_buffers(self) -> KeptBuffers:

@@ -358,3 +358,24 @@ def test_updates_through_overrides_come_in_call_order_whatever_the_hash_seed(tmp
         outputs.add(run.stdout)
     assert len(outputs) == 1
     assert "on parameter `out` of `Base._scatter()`, passed at eng/engine.py:10" in outputs.pop()
+
+
+@pytest.mark.parametrize("mode, updates_sought", [(BUGGY_MODE, True), (FIXED_MODE, False)])
+def test_gm202_in_one_process_seeks_updates_only_for_an_inference_mode_allocation(tmp_path, monkeypatch, mode,
+                                                                                  updates_sought):
+    """Default rules, one job (the flake8 plugin, the language server): the in-place updates of every buffer
+    (the costly part) are found only where some kept allocation may run under inference mode."""
+    from lints.buffers import Buffers
+
+    sought = []
+    mutations = Buffers.mutations
+
+    def recording(self):
+        sought.append(True)
+        return mutations(self)
+
+    monkeypatch.setattr(Buffers, "mutations", recording)
+    files = _form(SHAPES["pool-factory"], mode)
+    run = lint_run(tmp_path, files, Config(libraries=False), jobs=1)
+    assert bool(sought) == updates_sought
+    assert bool(run.findings) == updates_sought

@@ -310,9 +310,9 @@ class LazyBufferBecomesInferenceTensor(Rule):
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
         project, modes = analysis.project, analysis.modes
-        # the allocations that may run under inference mode (few); each then with its buffer's updates (the
-        # kept buffers come whole, from the analysis's forked child where there is one)
-        suspects = {alloc: on[ON][0] for alloc in analysis.kept_buffers.allocations
+        # First the allocations that may run under inference mode (few), then the in-place updates of
+        # every buffer (the costly part), only when there is one (a forked child finds both at once).
+        suspects = {alloc: on[ON][0] for alloc in analysis.kept_allocations
                     if ON in (on := modes.at(alloc.fid, alloc.with_index))}
         if not suspects:
             return
