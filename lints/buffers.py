@@ -298,7 +298,7 @@ class Buffers(BufferFlow):
         for fid, (_summary, fn) in self.project.functions.items():
             for index, call in enumerate(fn["calls"]):
                 func = call.func
-                if func[0] != "n" or func[1].rpartition(".")[2] not in leaves:  # `callee_leaf`, inlined: every call
+                if func[0] != "n" or callee_leaf(func) not in leaves:
                     continue
                 targets: list[str] = []  # in order, not a set's: the updates' order shows in the findings
                 for base in self.graph.call_targets(fid, index):
