@@ -77,6 +77,11 @@ class BufferAllocations:
             target = target[1]
         if target[0] != "n":
             return None
+        head, dot, _rest = target[1].partition(".")
+        if dot and head not in ("self", "cls") and head in self.project.function(fid)["params"]:
+            # a field of an object the caller hands in (`forward_batch.seq_lens`, `metadata.tile_buf`): a batch
+            # or a record may be made per call, and whether it outlives the call is the caller's, not known here
+            return None
         symbol = self.project.resolve(fid, target[1])
         if symbol is None:
             return None

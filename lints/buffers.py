@@ -178,7 +178,10 @@ class Buffers(BufferFlow):
     def mutations(self) -> dict[BufferKey, list[Mutation]]:
         """Every in-place update of a buffer that has a lazy allocation, by buffer."""
         wanted_names = {a.key.name.rsplit(".", 1)[-1] for a in self.allocations}
-        dict_caches = {a.key for a in self.allocations if a.dict_cache}
+        dict_caches: dict[tuple[str, str], list[BufferKey]] = {}  # by (kind, name): a subclass's is the same place
+        for alloc in self.allocations:
+            if alloc.dict_cache:
+                dict_caches.setdefault((alloc.key.kind, alloc.key.name), []).append(alloc.key)
         out: dict[BufferKey, list[Mutation]] = {}
         param_writers: dict[str, list[tuple[str, Mutation]]] = {}
         for fid, (_summary, fn) in self.project.functions.items():
@@ -234,7 +237,9 @@ class Buffers(BufferFlow):
                 for key in keys:
                     if field_write and "." in text and key.name.rsplit(".", 1)[-1] != leaf:
                         continue
-                    if is_store and key in dict_caches and receiver[0] == "s" and self._is_container(fid, receiver[1]):
+                    if is_store and receiver[0] == "s" and any(
+                            self.matches(cache, key) for cache in dict_caches.get((key.kind, key.name), ())) \
+                            and self._is_container(fid, receiver[1]):
                         continue  # `self._cache[k] = buf` inserts into the cache, it writes no tensor
                     out.setdefault(key, []).append(mutation)
         self._mutations_through_params(out, self._writers_up_the_calls(param_writers))

@@ -241,6 +241,18 @@ class Regions:
             out.extend(modes for modes in reversed(self.with_modes(fid, index)) if modes)
         return out
 
+    def fixed_inference_state(self, fid: str, with_index: int) -> Optional[str]:
+        """INFERENCE or INFERENCE_OFF where the code around a fact fixes it whatever its callers do (the
+        innermost with or decorator of ``fid`` that decides it switches one state with no alternative); None
+        where it may come from the callers, a parameter or a context not known."""
+        layers = list(self.enclosing_modes(fid, with_index))
+        layers.append(tuple(mode for mode, _dec in self.decorator_modes(fid)))
+        for modes in layers:
+            deciding = {m.mode for m in modes if m.mode not in (NO_GRAD, ENABLE_GRAD)}
+            if deciding:
+                return deciding.pop() if len(deciding) == 1 and deciding <= set(_INFERENCE_STATES) else None
+        return None
+
     def inference_state(self, fid: str, with_index: int, params: Optional[dict] = None) -> Optional[tuple[str, Mode]]:
         """(INFERENCE or INFERENCE_OFF, why) set locally around a fact, None when it comes from the callers.
 

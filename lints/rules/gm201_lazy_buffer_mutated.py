@@ -3,7 +3,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..analysis import ProjectAnalysis
+from ..buffers import Allocation, Mutation
 from ..model import Finding
+from ..regions import INFERENCE, INFERENCE_OFF
 from ..rule import Rule
 
 
@@ -174,6 +176,19 @@ class LazyBufferMutatedInPlace(Rule):
         "            _BUF[:4].copy_(part)\n"
         "        for part in parts:\n"
         "            write(part)\n",
+        # allocated under inference mode, updated where the callers decide (or under no_grad, which keeps
+        # inference mode as it is): the code fixes nothing for the update
+        "import torch\n"
+        "class Commit:\n"
+        "    def hook(self, kv):\n"
+        "        with torch.inference_mode():\n"
+        "            if self.kvs is None:\n"
+        "                self.kvs = torch.zeros(8)  # expect: GM201:17 GM202:17\n"
+        "    def write(self, kv):\n"
+        "        with torch.no_grad():\n"
+        "            self.kvs[:4].copy_(kv)\n"
+        "    def flush(self):\n"
+        "        self.kvs.zero_()\n",
         # a pool filled under a check that finds it empty, then updated in place
         "import torch\n"
         "class Ring:\n"
@@ -237,6 +252,60 @@ class LazyBufferMutatedInPlace(Rule):
         "            self._cu_q = torch.zeros(2)\n"
         "            self.calls = 0\n"
         "        self.calls += 1\n",
+        # a field of an object the caller hands in (a batch, a per-step record): whether it outlives the call
+        # is the caller's
+        "import torch\n"
+        "from dataclasses import dataclass\n"
+        "@dataclass\n"
+        "class Metadata:\n"
+        "    tile_buf: torch.Tensor | None = None\n"
+        "class Backend:\n"
+        "    def tile(self, x, metadata: Metadata):\n"
+        "        buf = metadata.tile_buf\n"
+        "        if buf is None or buf.shape != x.shape:\n"
+        "            buf = torch.zeros(x.shape)\n"
+        "            metadata.tile_buf = buf\n"
+        "        buf[:, 0] = x[:, 0]\n"
+        "        return buf\n"
+        "    def prepare(self, batch: Metadata, n):\n"
+        "        if batch.tile_buf is None:\n"
+        "            batch.tile_buf = torch.full((n,), 0)\n"
+        "        batch.tile_buf[0] = n\n",
+        # a subclass's store into the base class's dict cache inserts a tensor, it writes none
+        "import torch\n"
+        "class Runner:\n"
+        "    def capture(self, k, x):\n"
+        "        if k not in self.out:\n"
+        "            self.out[k] = torch.empty_like(x)\n"
+        "        return self.out[k]\n"
+        "class NpuRunner(Runner):\n"
+        "    def capture(self, k, x):\n"
+        "        self.out[k] = x.clone()\n"
+        "        return self.out[k]\n",
+        # the code fixes the grad mode: the allocation and each update under torch's inference mode (a with, a
+        # decorator, a helper called under one), or the allocation under `inference_mode(False)`
+        "import torch\n"
+        "class Commit:\n"
+        "    def hook(self, kv, stream):\n"
+        "        with torch.cuda.stream(stream), torch.inference_mode():\n"
+        "            if self.kvs is None:\n"
+        "                self.kvs = torch.zeros(8)\n"
+        "            self.kvs[:4].copy_(kv)\n"
+        "    @torch.inference_mode()\n"
+        "    def flush(self):\n"
+        "        with torch.no_grad():\n"
+        "            self.kvs.zero_()\n"
+        "    def stash(self, kv):\n"
+        "        with torch.inference_mode():\n"
+        "            fill(self.kvs, kv)\n"
+        "    def grow(self, n):\n"
+        "        with torch.inference_mode(False):\n"
+        "            if self.big is None:\n"
+        "                self.big = torch.zeros(n)\n"
+        "    def step(self, x):\n"
+        "        self.big.add_(x)\n"
+        "def fill(buf, kv):\n"
+        "    buf.copy_(kv)\n",
         # appended to under a check that finds the list there (a feature switch), not one that finds it
         # empty: each call adds a new tensor, no kept buffer of the first call's
         "import torch\n"
@@ -330,8 +399,29 @@ class LazyBufferMutatedInPlace(Rule):
         for alloc, mutations in analysis.kept_buffers.updated:
             if not alloc.lazy:  # eager allocations are GM202's, where their grad modes differ
                 continue
+            if _modes_fixed_alike(analysis, alloc, mutations):
+                continue
             first = mutations[0]
             yield self.finding(analysis, alloc.fid, alloc.line, alloc.col,
                                f"`{alloc.key.text()}` is lazily allocated and updated in place",
                                (f"buffer: {alloc.why_lazy}",
                                 f"updated in place: {first.how} at {analysis.project.where(first.fid, first.line)}"))
+
+
+def _modes_fixed_alike(analysis: ProjectAnalysis, alloc: Allocation, mutations: list[Mutation]) -> bool:
+    """Whether the code itself fixes the grad mode so that no update can crash, whatever the first call's
+    callers do: the allocation under ``inference_mode(False)`` (never an inference tensor), or it and every
+    update under torch's inference mode (a with or decorator around each, with no alternative)."""
+    regions = analysis.regions
+    state = regions.fixed_inference_state(alloc.fid, alloc.with_index)
+    if state == INFERENCE_OFF:
+        return True
+    if state != INFERENCE:
+        return False
+    for mutation in mutations:
+        at_update = regions.fixed_inference_state(mutation.fid, mutation.with_index)
+        if at_update is None and mutation.entry_fid:  # the writer runs in the mode of the call handing it over
+            at_update = regions.fixed_inference_state(mutation.entry_fid, mutation.entry_with)
+        if at_update != INFERENCE:
+            return False
+    return True
