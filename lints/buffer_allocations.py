@@ -11,6 +11,7 @@ from typing import NamedTuple, Optional
 
 from . import names
 from .callgraph import CallGraph
+from .holder_lifetimes import HolderLifetimes
 from .project import Project
 from .provenance import CONSTRUCTORS, COPYING_METHODS, Provenance
 from .regions import Regions
@@ -55,6 +56,7 @@ class BufferAllocations:
         # lazy buffers are allocated from nothing; a kept tensor rebound to a copy of itself is one too (eager)
         self.provenance = Provenance(project, graph, regions, copies=False)
         self._copies = Provenance(project, graph, regions, copies=True)
+        self.lifetimes = HolderLifetimes(project, graph)
         self.allocations = self._find_allocations()
 
     # allocations -------------------------------------------------------------------
@@ -186,7 +188,9 @@ class BufferAllocations:
             found.extend(self._appended(fid, fn))
             if local_allocs:
                 found.extend(self._stored_locals(fid, fn, local_allocs))
-        return found
+        # a lazy field of a holder made for one call is made again with the next holder: not kept across calls
+        return [a for a in found if not (a.lazy and a.key.kind == "attr" and a.key.owner in project.classes
+                                         and self.lifetimes.per_call(a.key.owner))]
 
     def _allocated_per_call(self, fid: str, fn: dict, text: str) -> bool:
         """Whether the object holding a lazy buffer was built earlier in this very function (``metadata =

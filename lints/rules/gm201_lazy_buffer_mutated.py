@@ -189,6 +189,23 @@ class LazyBufferMutatedInPlace(Rule):
         "            self.kvs[:4].copy_(kv)\n"
         "    def flush(self):\n"
         "        self.kvs.zero_()\n",
+        # a holder made per call elsewhere, but one instance kept on a long-lived object (or a class attribute)
+        "import torch\n"
+        "class DraftInput:\n"
+        "    _shared = None\n"
+        "    def prepare(self, n):\n"
+        "        if self._buf is None:\n"
+        "            self._buf = torch.empty(n)  # expect: GM201:13\n"
+        "        self._buf[:n].fill_(0)\n"
+        "    @classmethod\n"
+        "    def shared(cls):\n"
+        "        if DraftInput._shared is None:\n"
+        "            DraftInput._shared = cls()\n"
+        "        return DraftInput._shared\n"
+        "class Worker:\n"
+        "    def step(self, batch, n):\n"
+        "        batch.spec_info = DraftInput()\n"
+        "        batch.spec_info.prepare(n)\n",
         # a pool filled under a check that finds it empty, then updated in place
         "import torch\n"
         "class Ring:\n"
@@ -271,6 +288,28 @@ class LazyBufferMutatedInPlace(Rule):
         "        if batch.tile_buf is None:\n"
         "            batch.tile_buf = torch.full((n,), 0)\n"
         "        batch.tile_buf[0] = n\n",
+        # a holder made for one call: every instance is kept in a local, handed to a field of an object the
+        # call sets afresh, returned to callers that do so, or given to builtins; its lazy buffer is made
+        # again with the next holder
+        "import torch\n"
+        "class DraftInput:\n"
+        "    def prepare(self, n):\n"
+        "        if self._buf is None:\n"
+        "            self._buf = torch.empty(n)\n"
+        "        self._buf[:n].fill_(0)\n"
+        "    @classmethod\n"
+        "    def idle(cls):\n"
+        "        return cls()\n"
+        "def make_draft_input():\n"
+        "    draft = DraftInput()\n"
+        "    return draft\n"
+        "class Worker:\n"
+        "    def step(self, batch, n):\n"
+        "        batch.spec_info = make_draft_input()\n"
+        "        batch.spec_info.prepare(n)\n"
+        "        idle = DraftInput.idle()\n"
+        "        idle.prepare(1)\n"
+        "        return isinstance(idle, DraftInput)\n",
         # a subclass's store into the base class's dict cache inserts a tensor, it writes none
         "import torch\n"
         "class Runner:\n"
