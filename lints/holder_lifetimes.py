@@ -107,9 +107,12 @@ class HolderLifetimes:
             if ret.value == expr or _contains(ret.value, expr):
                 if ret.value != expr or ret.is_yield:
                     return False
-                edges = [e for e in self.graph.callers().get(fid, ()) if e.how == "call" and e.call >= 0]
-                if not edges or depth >= _MAX_DEPTH:
-                    return False  # returned to callers outside the project
+                # every call that may run it, by name too (a callee of a receiver not known); one that takes it
+                # as a value (a callback) may call it anywhere
+                edges = self.graph.callers().get(fid, ())
+                if not edges or depth >= _MAX_DEPTH or any(e.call < 0 or e.how in ("argument", "nested")
+                                                           for e in edges):
+                    return False  # returned to callers outside the project, or not followed
                 if not all(self._per_call_value(e.caller, ["c", e.call], depth + 1) for e in edges):
                     return False
         for call in fn["calls"]:
