@@ -188,9 +188,18 @@ class BufferAllocations:
             found.extend(self._appended(fid, fn))
             if local_allocs:
                 found.extend(self._stored_locals(fid, fn, local_allocs))
-        # a lazy field of a holder made for one call is made again with the next holder: not kept across calls
         return [a for a in found if not (a.lazy and a.key.kind == "attr" and a.key.owner in project.classes
-                                         and self.lifetimes.per_call(a.key.owner))]
+                                         and self._made_with_holder(a.key))]
+
+    def _made_with_holder(self, key: BufferKey) -> bool:
+        """Whether a lazy field is made again with each holder: the holder lives for one call, or it is a field
+        a record (a ``@dataclass``) declares and no record is known to be kept or to leave the project."""
+        owner = key.owner
+        if self.lifetimes.per_call(owner):
+            return True
+        declared = any(key.name in self.project.classes[klass][1].get("record_fields", ())
+                       for klass in self.project.mro(owner))
+        return declared and not self.lifetimes.maybe_kept(owner)
 
     def _allocated_per_call(self, fid: str, fn: dict, text: str) -> bool:
         """Whether the object holding a lazy buffer was built earlier in this very function (``metadata =

@@ -1,49 +1,78 @@
-"""Which project classes hold state for one call only: every instance the project builds is kept in a local,
-handed to a field of another object that the call sets afresh (``batch.spec_info = DraftInput(...)``),
-returned to callers that do the same, or given to builtins and to constructors of such classes. None is
-stored on ``self`` or ``cls``, in a module global, or in a container, nor given to a function that may keep
-it. A lazy buffer of such a holder is made again with the next holder, not kept across calls.
+"""How long the instances of a project class live, from where the project puts each one it builds.
 
-Any doubt (no construction seen, a function that returns one and has no caller in the project, a value
-nested in a display, a cycle, depth) counts as kept: the buffer is reported as before.
+Each construction site's value is followed (into locals, and out of returns into every call that may run the
+function) to where it goes:
+
+- **one call** (``ONE_CALL``): used and dropped in the statement, handed to a field of an object the caller
+  gives or the call made (``batch.spec_info = DraftInput(...)``), given to builtins or to constructors of
+  such holders;
+- **kept** (``KEPT``): built once into a place that outlives calls: a module global or a module-level binding,
+  a class attribute, ``self`` in a constructor, a field or container that a test finds empty first
+  (``if self._ws is None: self._ws = Workspace()``), what a ``functools.cache`` function returns, a local of
+  a function no code calls (``main()``: it lives for the whole run);
+- **escapes** (``ESCAPES``): returned to code outside the project (a library's factory no code here calls);
+- **not known** (``UNKNOWN``) otherwise: held by a local alone (its function may run once for the whole run,
+  or each step), ``self.x = ...`` in another method (set up once, or every step), a container filled each call, a
+  function that takes it and may keep it, a display, depth.
+
+``per_call``: every site is one call, so a lazy buffer of the holder is made again with the next holder.
+``maybe_kept``: some site keeps one or lets it escape. ``buffer_allocations`` takes a field that a record (a
+``@dataclass``) declares as made with each record where no record is maybe kept.
 """
 from __future__ import annotations
 
 from typing import Optional
 
+from . import names
 from .callgraph import CallGraph
 from .project import Project
-from .summary_records import MODULE_SCOPE, callee_leaf
+from .provenance import CONSTRUCTORS
+from .summary_records import MODULE_SCOPE, callee_leaf, method_call
 from .symbols import CLASS, EXTERNAL
 
+ONE_CALL, KEPT, ESCAPES, UNKNOWN = "one call", "kept", "escapes", "unknown"
 # builtins a value may be given to without being kept
 _PASSIVE_BUILTINS = frozenset(("len", "isinstance", "id", "type", "repr", "str", "bool", "print", "hasattr",
                                "getattr", "callable", "hash"))
 _MAX_DEPTH = 4
 
 
+def _joined(fates: list[str]) -> str:
+    for fate in (KEPT, ESCAPES, UNKNOWN):
+        if fate in fates:
+            return fate
+    return ONE_CALL
+
+
 class HolderLifetimes:
     def __init__(self, project: Project, graph: CallGraph) -> None:
         self.project = project
         self.graph = graph
-        self._per_call: dict[str, bool] = {}
+        self._fates: dict[str, str] = {}
         self._sites: Optional[dict[str, list[tuple[str, int]]]] = None
         self._subclasses: Optional[dict[str, set[str]]] = None
+        self._by_leaf: Optional[dict[str, list[tuple[str, int]]]] = None
 
-    def per_call(self, cid: str, depth: int = 0) -> bool:
-        """Whether every instance of class ``cid`` (or of a subclass) that the project builds lives for one
-        call (see the module's docstring)."""
-        known = self._per_call.get(cid)
+    def per_call(self, cid: str) -> bool:
+        """Whether every instance of class ``cid`` (or of a subclass) the project builds lives for one call."""
+        return self._fate_of_class(cid, 0) == ONE_CALL
+
+    def maybe_kept(self, cid: str) -> bool:
+        """Whether the project keeps some instance of class ``cid`` (or of a subclass) beyond a call, or hands
+        one to code outside it (a library's factory with no caller here), which may."""
+        return self._fate_of_class(cid, 0) in (KEPT, ESCAPES)
+
+    def _fate_of_class(self, cid: str, depth: int) -> str:
+        known = self._fates.get(cid)
         if known is not None:
             return known
         if depth > _MAX_DEPTH:
-            return False
-        self._per_call[cid] = False  # a cycle counts as kept
-        classes = {cid} | self._subclasses_of(cid)
-        sites = [site for klass in classes for site in self._construction_sites(klass)]
-        answer = bool(sites) and all(self._per_call_value(fid, ["c", index], depth) for fid, index in sites)
-        self._per_call[cid] = answer
-        return answer
+            return UNKNOWN
+        self._fates[cid] = UNKNOWN  # a cycle adds nothing known
+        sites = [site for klass in ({cid} | self._subclasses_of(cid)) for site in self._construction_sites(klass)]
+        fate = _joined([self._fate(fid, ["c", index], depth) for fid, index in sites]) if sites else UNKNOWN
+        self._fates[cid] = fate
+        return fate
 
     def _subclasses_of(self, cid: str) -> set[str]:
         if self._subclasses is None:
@@ -77,57 +106,136 @@ class HolderLifetimes:
                 out.append((fid, index))  # `return cls(...)` in a classmethod of the class itself
         return out
 
-    def _per_call_value(self, fid: str, expr: list, depth: int) -> bool:
-        """Whether the object ``expr`` evaluates to in ``fid`` is kept no longer than the call."""
+    def _fate(self, fid: str, expr: list, depth: int) -> str:
+        """Where the object ``expr`` evaluates to in ``fid`` goes (see the module's docstring)."""
         project = self.project
         fn = project.function(fid)
         if fn["qual"] == MODULE_SCOPE:
-            return False
+            return KEPT
+        fates: list[str] = []
+        if expr[0] == "n" and not self._callers_of(fid):
+            return KEPT  # a local of a function no code calls (`main()`, a test) lives for the whole run
         for fact in fn["assigns"]:
             value = fact.value
             if value != expr:
                 if _contains(value, expr):
-                    return False  # in a tuple, list or dict display: where it goes is not followed
+                    fates.append(UNKNOWN)  # in a tuple, list or dict display: where it goes is not followed
                 continue
-            if fact.op is not None:
-                return False
-            target = fact.target
-            if target[0] != "n":
-                return False  # a subscript store (a container) or an unpacking
-            name = target[1]
-            head, dot, _rest = name.partition(".")
-            if name in fn["globals"] or head in ("self", "cls"):
-                return False
-            if not dot:
-                if not self._per_call_value(fid, ["n", name], depth):
-                    return False
-            elif head not in fn["params"] and head not in project.local_values(fid):
-                return False  # a field of a class, a module or a module's object: kept
+            fates.append(self._store_fate(fid, fn, fact, depth))
+            if fates[-1] == KEPT:
+                return KEPT
         for ret in fn["rets"]:
-            if ret.value == expr or _contains(ret.value, expr):
-                if ret.value != expr or ret.is_yield:
-                    return False
-                # every call that may run it, by name too (a callee of a receiver not known); one that takes it
-                # as a value (a callback) may call it anywhere
-                edges = self.graph.callers().get(fid, ())
-                if not edges or depth >= _MAX_DEPTH or any(e.call < 0 or e.how in ("argument", "nested")
-                                                           for e in edges):
-                    return False  # returned to callers outside the project, or not followed
-                if not all(self._per_call_value(e.caller, ["c", e.call], depth + 1) for e in edges):
-                    return False
-        for call in fn["calls"]:
+            if ret.value == expr and not ret.is_yield:
+                # every call that may run it, by name too; one that takes it as a value may call it anywhere
+                edges = self._callers_of(fid)
+                if fn["dec"] and self._cached(fid):
+                    fates.append(KEPT)  # `functools.cache` keeps what it returns
+                elif not edges:
+                    fates.append(ESCAPES)  # returned to code outside the project
+                elif depth >= _MAX_DEPTH or any(call < 0 or how in ("argument", "nested") for _c, call, how in edges):
+                    fates.append(UNKNOWN)
+                else:
+                    fates.extend(self._fate(caller, ["c", call], depth + 1) for caller, call, _how in edges)
+            elif _contains(ret.value, expr) or ret.value == expr:
+                fates.append(UNKNOWN)
+        for index, call in enumerate(fn["calls"]):
             given = [arg for arg in (*call.args, *call.kwargs.values()) if arg == expr or _contains(arg, expr)]
-            if not given:
-                continue
-            if any(arg != expr for arg in given) or call.func[0] != "n":
-                return False
-            symbol = project.resolve(fid, call.func[1])
-            if symbol is not None and symbol.kind == EXTERNAL and symbol.target in _PASSIVE_BUILTINS:
-                continue
-            if symbol is not None and symbol.kind == CLASS and self.per_call(symbol.target, depth + 1):
-                continue
+            if given:
+                fates.append(self._given_fate(fid, call, given, expr, depth))
+            elif call.func[0] == "a" and call.func[1] == expr and call.func[2] in names.MODULE_RETURNING_METHODS:
+                fates.append(self._fate(fid, ["c", index], depth))  # `Model().to(device)` gives it back
+        if expr[0] == "n" and not fates:
+            return UNKNOWN  # held by the local alone: for as long as the call runs, once or each step
+        return _joined(fates)
+
+    def _callers_of(self, fid: str) -> list[tuple[str, int, str]]:
+        """(caller, call, how) for each call that may run ``fid``: the call graph's, and for a method the calls
+        spelt with its name that resolve to nothing (``self.algo.build()`` on a field of a mixin)."""
+        out = [(e.caller, e.call, e.how) for e in self.graph.callers().get(fid, ())]
+        fn = self.project.function(fid)
+        if fn["cls"]:
+            if self._by_leaf is None:
+                self._by_leaf = {}
+                for caller, (_summary, cfn) in self.project.functions.items():
+                    for index, call in enumerate(cfn["calls"]):
+                        if call.func[0] == "n" and "." in call.func[1]:
+                            self._by_leaf.setdefault(call.func[1].rpartition(".")[2], []).append((caller, index))
+            for caller, index in self._by_leaf.get(fn["name"], ()):
+                if (caller, index, "call") not in out and not self.graph.call_targets(caller, index, loose=True):
+                    out.append((caller, index, "by-name"))
+        return out
+
+    def _store_fate(self, fid: str, fn: dict, fact, depth: int) -> str:
+        target = fact.target
+        if fact.op is not None:
+            return UNKNOWN
+        if target[0] == "s":  # into a container of `self` or of the module, once (a test finds it missing first)
+            base = target[1]
+            while base[0] == "s":
+                base = base[1]
+            text = base[1] if base[0] == "n" else ""
+            head = text.partition(".")[0]
+            if head in ("self", "cls") or head in fn["globals"] or self._module_name(fid, head):
+                return KEPT if _checked_first(fn, fact.guard, text) else UNKNOWN
+            return UNKNOWN
+        if target[0] != "n":
+            return UNKNOWN  # an unpacking
+        name = target[1]
+        head, dot, _rest = name.partition(".")
+        if name in fn["globals"] or head == "cls":
+            return KEPT
+        if head == "self":
+            if fn["name"] in CONSTRUCTORS or _checked_first(fn, fact.guard, name):
+                return KEPT  # built with its owner, or made once for it
+            return UNKNOWN  # set by another method: once at set-up, or anew each step
+        if not dot:
+            return self._fate(fid, ["n", name], depth)
+        if head in fn["params"] or head in self.project.local_values(fid):
+            return ONE_CALL  # a field of an object the caller gives or the call made
+        return KEPT if self._module_name(fid, head) else UNKNOWN  # a class's or a module object's field
+
+    def _given_fate(self, fid: str, call, given: list, expr: list, depth: int) -> str:
+        if any(arg != expr for arg in given) or call.func[0] != "n":
+            return UNKNOWN
+        receiver, method = method_call(call.func)
+        if receiver is not None and method in names.CONTAINER_INSERTS and receiver[0] == "n":
+            head = receiver[1].partition(".")[0]
+            fn = self.project.function(fid)
+            if (head in ("self", "cls") or head in fn["globals"] or self._module_name(fid, head)) \
+                    and _checked_first(fn, call.guard, receiver[1]):
+                return KEPT  # `if not self._pool: self._pool.append(ws)`: made once
+        symbol = self.project.resolve(fid, call.func[1])
+        if symbol is not None and symbol.kind == EXTERNAL and symbol.target in _PASSIVE_BUILTINS:
+            return ONE_CALL
+        if symbol is not None and symbol.kind == CLASS and self._fate_of_class(symbol.target, depth + 1) == ONE_CALL:
+            return ONE_CALL  # given to the constructor of a holder made for one call
+        return UNKNOWN
+
+    def _cached(self, fid: str) -> bool:
+        fn = self.project.function(fid)
+        for dec in fn["dec"]:
+            expr = fn["calls"][dec.expr[1]].func if dec.expr[0] == "c" else dec.expr
+            symbol = self.project.resolve(fid, expr[1]) if expr[0] == "n" else None
+            if symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.CACHE_DECORATORS:
+                return True
+        return False
+
+    def _module_name(self, fid: str, name: str) -> bool:
+        """Whether ``name`` in ``fid`` is a module-level name of the project (a global, a class, a module)."""
+        if not name or name in self.project.function(fid)["params"] or name in self.project.local_values(fid):
             return False
-        return True
+        return self.project.resolve(fid, name) is not None
+
+
+def _checked_first(fn: dict, guard: int, text: str) -> bool:
+    """Whether a test around a store finds ``text`` missing first (``if self._ws is None``)."""
+    guards = fn["guards"]
+    while guard >= 0:
+        record = guards[guard]
+        if not record.in_orelse and any(name == text or name.startswith(text + ".") for name in record.missing):
+            return True
+        guard = record.parent
+    return False
 
 
 def _contains(value, expr: list) -> bool:

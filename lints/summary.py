@@ -421,6 +421,11 @@ class _Summarizer:
         methods: list[str] = []
         self.classes[qual] = {"name": node.name, "qual": qual, "line": line, "bases": bases, "methods": methods,
                               "scope": outer.qual}
+        if any((_dotted(dec.func if isinstance(dec, ast.Call) else dec) or "").rpartition(".")[2] == "dataclass"
+               for dec in node.decorator_list):
+            # a record: the names its body declares are the fields each instance is built with
+            self.classes[qual]["record_fields"] = [stmt.target.id for stmt in node.body
+                                                   if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.function(stmt, outer, qual)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple, Optional
 
-SCHEMA = 13
+SCHEMA = 14
 MODULE_SCOPE = "<module>"
 
 # Records are NamedTuples: named fields, and still JSON arrays (summaries of a large tree are tens of MB of

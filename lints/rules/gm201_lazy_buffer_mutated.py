@@ -206,6 +206,42 @@ class LazyBufferMutatedInPlace(Rule):
         "    def step(self, batch, n):\n"
         "        batch.spec_info = DraftInput()\n"
         "        batch.spec_info.prepare(n)\n",
+        # a record (a dataclass) whose lazy field it declares: one record kept once by a long-lived object, one
+        # handed to code outside the project by a factory no code here calls; a plain object built in `main()`
+        {"engine/records.py": (
+            "import dataclasses, torch\n"
+            "@dataclasses.dataclass\n"
+            "class Scratch:\n"
+            "    buf: torch.Tensor | None = None\n"
+            "    def prepare(self, n):\n"
+            "        if self.buf is None:\n"
+            "            self.buf = torch.empty(n)  # expect: GM201:13\n"
+            "        self.buf[:n].zero_()\n"
+            "@dataclasses.dataclass\n"
+            "class Plan:\n"
+            "    table: torch.Tensor | None = None\n"
+            "    def fill(self, n):\n"
+            "        if self.table is None:\n"
+            "            self.table = torch.empty(n)  # expect: GM201:13\n"
+            "        self.table.fill_(n)\n"
+            "def make_plan():\n"
+            "    return Plan()\n"),
+         "engine/worker.py": (
+            "import torch\n"
+            "from engine.records import Scratch\n"
+            "class Worker:\n"
+            "    def step(self, n):\n"
+            "        if self.scratch is None:\n"
+            "            self.scratch = Scratch()\n"
+            "        self.scratch.prepare(n)\n"
+            "class Engine:\n"
+            "    def step(self, n):\n"
+            "        if self._out is None:\n"
+            "            self._out = torch.empty(n)  # expect: GM201:13\n"
+            "        self._out.zero_()\n"
+            "def main():\n"
+            "    engine = Engine()\n"
+            "    engine.step(4)\n")},
         # a pool filled under a check that finds it empty, then updated in place
         "import torch\n"
         "class Ring:\n"
@@ -307,9 +343,30 @@ class LazyBufferMutatedInPlace(Rule):
         "    def step(self, batch, n):\n"
         "        batch.spec_info = make_draft_input()\n"
         "        batch.spec_info.prepare(n)\n"
-        "        idle = DraftInput.idle()\n"
-        "        idle.prepare(1)\n"
-        "        return isinstance(idle, DraftInput)\n",
+        "        DraftInput.idle().prepare(1)\n"
+        "        return isinstance(batch.spec_info, DraftInput)\n",
+        # a field a record declares, where no record is kept or leaves the project: each step builds its own
+        "import dataclasses, torch\n"
+        "@dataclasses.dataclass\n"
+        "class DraftInput:\n"
+        "    seq_lens_buf: torch.Tensor | None = None\n"
+        "    def prepare(self, n):\n"
+        "        if self.seq_lens_buf is None:\n"
+        "            self.seq_lens_buf = torch.empty(n)\n"
+        "        self.seq_lens_buf[:n].fill_(0)\n"
+        "@dataclasses.dataclass\n"
+        "class Result:\n"
+        "    draft: DraftInput\n"
+        "def make_draft_input():\n"
+        "    return DraftInput()\n"
+        "class Worker:\n"
+        "    def forward(self, batch, n):\n"
+        "        draft = make_draft_input()\n"
+        "        draft.prepare(n)\n"
+        "        return Result(draft=draft)\n"
+        "    def step(self, batch, n):\n"
+        "        result = self.forward(batch, n)\n"
+        "        self.last = result\n",
         # a subclass's store into the base class's dict cache inserts a tensor, it writes none
         "import torch\n"
         "class Runner:\n"
