@@ -42,6 +42,9 @@ class Allocation(NamedTuple):
     why_lazy: str
     dict_cache: bool  # stored into a container (a dict cache, a pool list)
     lazy: bool = True  # under a check of what it is stored into; else eager (a constructor, a plain store)
+    # a lazy field made again with each holder (one made per call, or a per-call record), or of an object the
+    # caller hands in: GM201 says nothing of it (GM202 still pairs it where grad modes differ)
+    per_holder: bool = False
 
 
 class BufferAllocations:
@@ -56,7 +59,7 @@ class BufferAllocations:
         # lazy buffers are allocated from nothing; a kept tensor rebound to a copy of itself is one too (eager)
         self.provenance = Provenance(project, graph, regions, copies=False)
         self._copies = Provenance(project, graph, regions, copies=True)
-        self.lifetimes = HolderLifetimes(project, graph)
+        self.lifetimes = HolderLifetimes(project, graph, regions)
         self.allocations = self._find_allocations()
 
     # allocations -------------------------------------------------------------------
@@ -78,11 +81,6 @@ class BufferAllocations:
         if dict_store:
             target = target[1]
         if target[0] != "n":
-            return None
-        head, dot, _rest = target[1].partition(".")
-        if dot and head not in ("self", "cls") and head in self.project.function(fid)["params"]:
-            # a field of an object the caller hands in (`forward_batch.seq_lens`, `metadata.tile_buf`): a batch
-            # or a record may be made per call, and whether it outlives the call is the caller's, not known here
             return None
         symbol = self.project.resolve(fid, target[1])
         if symbol is None:
@@ -168,7 +166,8 @@ class BufferAllocations:
                     if self._allocated_per_call(fid, fn, text):
                         continue
                     found.append(Allocation(key, fid, fact.line, fact.col, fact.with_index, fact.guard,
-                                            f"allocated under a check of `{text}`", dict_store))
+                                            f"allocated under a check of `{text}`", dict_store,
+                                            per_holder=self._per_holder(fid, text, key)))
                     lazy_guards.setdefault(fact.guard, text)
                 else:
                     # eager: built with the object, or rebound to a copy of itself (`self.k = self.k.to(dtype)`);
@@ -184,22 +183,35 @@ class BufferAllocations:
                 stored = self._store_key(fid, fact.target)
                 if stored is not None and self.provenance.fresh(fid, fact.value):
                     found.append(Allocation(stored[0], fid, fact.line, fact.col, fact.with_index, fact.guard,
-                                            f"allocated with `{checked}`, under its check", False))
+                                            f"allocated with `{checked}`, under its check", False,
+                                            per_holder=self._per_holder(fid, text, stored[0])))
             found.extend(self._appended(fid, fn))
             if local_allocs:
                 found.extend(self._stored_locals(fid, fn, local_allocs))
-        return [a for a in found if not (a.lazy and a.key.kind == "attr" and a.key.owner in project.classes
-                                         and self._made_with_holder(a.key))]
+        return found
+
+    def _per_holder(self, fid: str, text: str, key: BufferKey) -> bool:
+        """Whether a lazy store into ``text`` (``self._buf``, ``metadata.tile_buf``) makes a field again with
+        each holder (``_made_with_holder``), or fills a field of an object every caller hands in from its own
+        call (a batch, a per-step record: whether it outlives the call is the caller's, not known here)."""
+        if key.kind != "attr":
+            return False
+        head = text.partition(".")[0]
+        if head == "self":
+            return key.owner in self.project.classes and self._made_with_holder(key)
+        return head != "cls" and head in self.project.function(fid)["params"] \
+            and self.lifetimes.handed_from_calls(fid, head)
 
     def _made_with_holder(self, key: BufferKey) -> bool:
         """Whether a lazy field is made again with each holder: the holder lives for one call, or it is a field
-        a record (a ``@dataclass``) declares and no record is known to be kept or to leave the project."""
+        a record (a ``@dataclass``) declares, some record goes to a place of one call, and none is known to be
+        kept or to leave the project."""
         owner = key.owner
         if self.lifetimes.per_call(owner):
             return True
         declared = any(key.name in self.project.classes[klass][1].get("record_fields", ())
                        for klass in self.project.mro(owner))
-        return declared and not self.lifetimes.maybe_kept(owner)
+        return declared and not self.lifetimes.maybe_kept(owner) and self.lifetimes.some_made_per_call(owner)
 
     def _allocated_per_call(self, fid: str, fn: dict, text: str) -> bool:
         """Whether the object holding a lazy buffer was built earlier in this very function (``metadata =
@@ -252,7 +264,8 @@ class BufferAllocations:
                 continue
             key, _ = stored
             out.append(Allocation(key, fid, call.line, call.col, call.with_index, call.guard,
-                                  f"allocated under a check of `{text}`", True))
+                                  f"allocated under a check of `{text}`", True,
+                                  per_holder=self._per_holder(fid, text, key)))
         return out
 
     def _registered(self, fid: str, fn: dict, call: list) -> list[Allocation]:
@@ -285,7 +298,8 @@ class BufferAllocations:
             for alloc in local_allocs[value[1]]:
                 if self._guarded(fn, alloc.guard, checked) is not None:
                     out.append(Allocation(key, fid, alloc.line, alloc.col, alloc.with_index, alloc.guard,
-                                          f"allocated under a check of `{text}`", dict_store))
+                                          f"allocated under a check of `{text}`", dict_store,
+                                          per_holder=self._per_holder(fid, text, key)))
                     break
             else:
                 if fn["name"] in CONSTRUCTORS and not dict_store:

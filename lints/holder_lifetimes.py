@@ -3,21 +3,23 @@
 Each construction site's value is followed (into locals, and out of returns into every call that may run the
 function) to where it goes:
 
-- **one call** (``ONE_CALL``): used and dropped in the statement, handed to a field of an object the caller
-  gives or the call made (``batch.spec_info = DraftInput(...)``), given to builtins or to constructors of
-  such holders;
+- **one call** (``ONE_CALL``): used and dropped in the statement, handed to a field of an object the call
+  built or of one its callers hand in from their own locals and parameters (``batch.spec_info =
+  DraftInput(...)``), or to the constructor of such a holder;
 - **kept** (``KEPT``): built once into a place that outlives calls: a module global or a module-level binding,
   a class attribute, ``self`` in a constructor, a field or container that a test finds empty first
   (``if self._ws is None: self._ws = Workspace()``), what a ``functools.cache`` function returns, a local of
   a function no code calls (``main()``: it lives for the whole run);
 - **escapes** (``ESCAPES``): returned to code outside the project (a library's factory no code here calls);
 - **not known** (``UNKNOWN``) otherwise: held by a local alone (its function may run once for the whole run,
-  or each step), ``self.x = ...`` in another method (set up once, or every step), a container filled each call, a
-  function that takes it and may keep it, a display, depth.
+  or each step), ``self.x = ...`` in another method (set up once, or every step), a container filled each
+  call, a function that takes it and may keep it, a display, a cycle, depth. What a method called on it
+  returns is followed as if it were the object (``Holder().configure(4)`` may return ``self``).
 
 ``per_call``: every site is one call, so a lazy buffer of the holder is made again with the next holder.
 ``maybe_kept``: some site keeps one or lets it escape. ``buffer_allocations`` takes a field that a record (a
-``@dataclass``) declares as made with each record where no record is maybe kept.
+``@dataclass``) declares as made with each record where some record goes to a place of one call and none is
+kept or escapes. A class no site of the project builds is not known: users may build and keep it.
 """
 from __future__ import annotations
 
@@ -27,13 +29,14 @@ from . import names
 from .callgraph import CallGraph
 from .project import Project
 from .provenance import CONSTRUCTORS
+from .regions import Regions
 from .summary_records import MODULE_SCOPE, callee_leaf, method_call
-from .symbols import CLASS, EXTERNAL
+from .symbols import CLASS, EXTERNAL, FUNC
 
 ONE_CALL, KEPT, ESCAPES, UNKNOWN = "one call", "kept", "escapes", "unknown"
-# builtins a value may be given to without being kept
+# builtins a value may be given to without being kept (they add nothing to where it goes)
 _PASSIVE_BUILTINS = frozenset(("len", "isinstance", "id", "type", "repr", "str", "bool", "print", "hasattr",
-                               "getattr", "callable", "hash"))
+                               "callable", "hash"))
 _MAX_DEPTH = 4
 
 
@@ -45,10 +48,14 @@ def _joined(fates: list[str]) -> str:
 
 
 class HolderLifetimes:
-    def __init__(self, project: Project, graph: CallGraph) -> None:
+    def __init__(self, project: Project, graph: CallGraph, regions: Regions) -> None:
         self.project = project
         self.graph = graph
+        self.regions = regions
+        # per class, as found from the class itself (depth 0): what a deeper, cut-short search finds is not kept
         self._fates: dict[str, str] = {}
+        self._site_fates: dict[str, list[str]] = {}
+        self._in_progress: set[str] = set()
         self._sites: Optional[dict[str, list[tuple[str, int]]]] = None
         self._subclasses: Optional[dict[str, set[str]]] = None
         self._by_leaf: Optional[dict[str, list[tuple[str, int]]]] = None
@@ -62,16 +69,29 @@ class HolderLifetimes:
         one to code outside it (a library's factory with no caller here), which may."""
         return self._fate_of_class(cid, 0) in (KEPT, ESCAPES)
 
+    def some_made_per_call(self, cid: str) -> bool:
+        """Whether some instance of class ``cid`` (or of a subclass) goes to a place of one call."""
+        self._fate_of_class(cid, 0)
+        return ONE_CALL in self._site_fates.get(cid, ())
+
     def _fate_of_class(self, cid: str, depth: int) -> str:
         known = self._fates.get(cid)
         if known is not None:
             return known
-        if depth > _MAX_DEPTH:
-            return UNKNOWN
-        self._fates[cid] = UNKNOWN  # a cycle adds nothing known
-        sites = [site for klass in ({cid} | self._subclasses_of(cid)) for site in self._construction_sites(klass)]
-        fate = _joined([self._fate(fid, ["c", index], depth) for fid, index in sites]) if sites else UNKNOWN
-        self._fates[cid] = fate
+        if depth > _MAX_DEPTH or cid in self._in_progress:
+            return UNKNOWN  # a cycle adds nothing known
+        self._in_progress.add(cid)
+        try:
+            sites = [site for klass in ({cid} | self._subclasses_of(cid)) for site in self._construction_sites(klass)]
+            # where each instance goes (a site with none: used and dropped in its statement)
+            places = [fate for fid, index in sites
+                      for fate in self._destinations(fid, ["c", index], depth, frozenset()) or [ONE_CALL]]
+        finally:
+            self._in_progress.discard(cid)
+        fate = _joined(places) if sites else UNKNOWN
+        if depth == 0:
+            self._fates[cid] = fate
+            self._site_fates[cid] = places
         return fate
 
     def _subclasses_of(self, cid: str) -> set[str]:
@@ -106,54 +126,13 @@ class HolderLifetimes:
                 out.append((fid, index))  # `return cls(...)` in a classmethod of the class itself
         return out
 
-    def _fate(self, fid: str, expr: list, depth: int) -> str:
-        """Where the object ``expr`` evaluates to in ``fid`` goes (see the module's docstring)."""
-        project = self.project
-        fn = project.function(fid)
-        if fn["qual"] == MODULE_SCOPE:
-            return KEPT
-        fates: list[str] = []
-        if expr[0] == "n" and not self._callers_of(fid):
-            return KEPT  # a local of a function no code calls (`main()`, a test) lives for the whole run
-        for fact in fn["assigns"]:
-            value = fact.value
-            if value != expr:
-                if _contains(value, expr):
-                    fates.append(UNKNOWN)  # in a tuple, list or dict display: where it goes is not followed
-                continue
-            fates.append(self._store_fate(fid, fn, fact, depth))
-            if fates[-1] == KEPT:
-                return KEPT
-        for ret in fn["rets"]:
-            if ret.value == expr and not ret.is_yield:
-                # every call that may run it, by name too; one that takes it as a value may call it anywhere
-                edges = self._callers_of(fid)
-                if fn["dec"] and self._cached(fid):
-                    fates.append(KEPT)  # `functools.cache` keeps what it returns
-                elif not edges:
-                    fates.append(ESCAPES)  # returned to code outside the project
-                elif depth >= _MAX_DEPTH or any(call < 0 or how in ("argument", "nested") for _c, call, how in edges):
-                    fates.append(UNKNOWN)
-                else:
-                    fates.extend(self._fate(caller, ["c", call], depth + 1) for caller, call, _how in edges)
-            elif _contains(ret.value, expr) or ret.value == expr:
-                fates.append(UNKNOWN)
-        for index, call in enumerate(fn["calls"]):
-            given = [arg for arg in (*call.args, *call.kwargs.values()) if arg == expr or _contains(arg, expr)]
-            if given:
-                fates.append(self._given_fate(fid, call, given, expr, depth))
-            elif call.func[0] == "a" and call.func[1] == expr and call.func[2] in names.MODULE_RETURNING_METHODS:
-                fates.append(self._fate(fid, ["c", index], depth))  # `Model().to(device)` gives it back
-        if expr[0] == "n" and not fates:
-            return UNKNOWN  # held by the local alone: for as long as the call runs, once or each step
-        return _joined(fates)
-
     def _callers_of(self, fid: str) -> list[tuple[str, int, str]]:
-        """(caller, call, how) for each call that may run ``fid``: the call graph's, and for a method the calls
-        spelt with its name that resolve to nothing (``self.algo.build()`` on a field of a mixin)."""
+        """(caller, call, how) for each call that may run ``fid``: the call graph's; for a method it knows no
+        call of, the calls spelt with its name that resolve to nothing (``self.algo.build()`` on a field of a
+        mixin)."""
         out = [(e.caller, e.call, e.how) for e in self.graph.callers().get(fid, ())]
         fn = self.project.function(fid)
-        if fn["cls"]:
+        if fn["cls"] and not out:
             if self._by_leaf is None:
                 self._by_leaf = {}
                 for caller, (_summary, cfn) in self.project.functions.items():
@@ -165,7 +144,62 @@ class HolderLifetimes:
                     out.append((caller, index, "by-name"))
         return out
 
-    def _store_fate(self, fid: str, fn: dict, fact, depth: int) -> str:
+    def _fate(self, fid: str, expr: list, depth: int, seen: frozenset) -> str:
+        """Where the object ``expr`` evaluates to in ``fid`` goes (see the module's docstring)."""
+        fates = self._destinations(fid, expr, depth, seen)
+        if expr[0] == "n" and not fates:
+            return UNKNOWN  # held by the local alone: for as long as the call runs, once or each step
+        return _joined(fates)  # none: a value used and dropped in its statement
+
+    def _destinations(self, fid: str, expr: list, depth: int, seen: frozenset) -> list[str]:
+        """The fate of each place the object ``expr`` evaluates to in ``fid`` goes to."""
+        if (fid, repr(expr)) in seen or depth > _MAX_DEPTH:
+            return [UNKNOWN]
+        seen = seen | {(fid, repr(expr))}
+        project = self.project
+        fn = project.function(fid)
+        if fn["qual"] == MODULE_SCOPE:
+            return [KEPT]
+        if expr[0] == "n" and not self._callers_of(fid):
+            return [KEPT]  # a local of a function no code calls (`main()`, a test) lives for the whole run
+        fates: list[str] = []
+        for fact in fn["assigns"]:
+            value = fact.value
+            if value != expr:
+                if _contains(value, expr):
+                    fates.append(UNKNOWN)  # in a tuple, list or dict display: where it goes is not followed
+                continue
+            fates.append(self._store_fate(fid, fn, fact, depth, seen))
+            if fates[-1] == KEPT:
+                return fates
+        for ret in fn["rets"]:
+            if ret.value == expr and not ret.is_yield:
+                # every call that may run it, by name too; one that takes it as a value may call it anywhere
+                edges = self._callers_of(fid)
+                if fn["dec"] and self._cached(fid):
+                    fates.append(KEPT)  # `functools.cache` keeps what it returns
+                elif not edges:
+                    fates.append(ESCAPES)  # returned to code outside the project
+                elif any(call < 0 or how in ("argument", "nested") for _c, call, how in edges):
+                    fates.append(UNKNOWN)
+                else:
+                    fates.extend(self._fate(caller, ["c", call], depth + 1, seen) for caller, call, _how in edges)
+            elif _contains(ret.value, expr) or ret.value == expr:
+                fates.append(UNKNOWN)
+        for index, call in enumerate(fn["calls"]):
+            given = [arg for arg in (*call.args, *call.kwargs.values()) if arg == expr or _contains(arg, expr)]
+            if given:
+                fate = self._given_fate(fid, call, given, expr, depth)
+                if fate is not None:
+                    fates.append(fate)
+            elif (call.func[0] == "a" and call.func[1] == expr) or (
+                    expr[0] == "n" and call.func[0] == "n" and call.func[1].rpartition(".")[0] == expr[1]):
+                # a method called on it may give it back (`Model().to(device)`, `Holder().configure(4)`): where
+                # the result goes, it may go
+                fates.extend(self._destinations(fid, ["c", index], depth, seen))
+        return fates
+
+    def _store_fate(self, fid: str, fn: dict, fact, depth: int, seen: frozenset) -> str:
         target = fact.target
         if fact.op is not None:
             return UNKNOWN
@@ -189,12 +223,49 @@ class HolderLifetimes:
                 return KEPT  # built with its owner, or made once for it
             return UNKNOWN  # set by another method: once at set-up, or anew each step
         if not dot:
-            return self._fate(fid, ["n", name], depth)
-        if head in fn["params"] or head in self.project.local_values(fid):
-            return ONE_CALL  # a field of an object the caller gives or the call made
+            return self._fate(fid, ["n", name], depth, seen)
+        if head in fn["params"]:
+            return ONE_CALL if self.handed_from_calls(fid, head) else UNKNOWN
+        if self._built_here(fid, head):
+            return ONE_CALL  # a field of an object this call built
         return KEPT if self._module_name(fid, head) else UNKNOWN  # a class's or a module object's field
 
-    def _given_fate(self, fid: str, call, given: list, expr: list, depth: int) -> str:
+    def handed_from_calls(self, fid: str, param: str) -> bool:
+        """Whether every call of ``fid`` passes for ``param`` a name of its own call (a local or a parameter of
+        the caller) or a constant, never ``self``, a field, a global or something not known; and some call
+        passes a name."""
+        named = False
+        for caller, index, how in self._callers_of(fid):
+            if index < 0 or how in ("argument", "nested"):
+                return False
+            call = self.project.function(caller)["calls"][index]
+            arg = self.regions.argument_for(fid, param, call)
+            if arg is not None and arg[0] == "k":
+                continue  # `forward(batch=None)`: no object to keep
+            caller_fn = self.project.function(caller)
+            if arg is None or arg[0] != "n" or "." in arg[1] or arg[1] in ("self", "cls") \
+                    or arg[1] in caller_fn["globals"] or not (arg[1] in caller_fn["params"]
+                                                              or arg[1] in self.project.local_values(caller)):
+                return False
+            named = True
+        return named
+
+    def _built_here(self, fid: str, name: str) -> bool:
+        """Whether the local ``name`` is bound in ``fid`` only to objects the call builds (``Cls(...)``)."""
+        values = self.project.local_values(fid).get(name, [])
+        fn = self.project.function(fid)
+        if not values or name in fn["params"]:
+            return False
+        for value in values:
+            if value[0] != "c" or fn["calls"][value[1]].func[0] != "n":
+                return False
+            symbol = self.project.resolve(fid, fn["calls"][value[1]].func[1])
+            if symbol is None or symbol.kind != CLASS:
+                return False
+        return True
+
+    def _given_fate(self, fid: str, call, given: list, expr: list, depth: int) -> Optional[str]:
+        """Where an object given to a call goes; None for a builtin that only looks at it."""
         if any(arg != expr for arg in given) or call.func[0] != "n":
             return UNKNOWN
         receiver, method = method_call(call.func)
@@ -206,7 +277,7 @@ class HolderLifetimes:
                 return KEPT  # `if not self._pool: self._pool.append(ws)`: made once
         symbol = self.project.resolve(fid, call.func[1])
         if symbol is not None and symbol.kind == EXTERNAL and symbol.target in _PASSIVE_BUILTINS:
-            return ONE_CALL
+            return None
         if symbol is not None and symbol.kind == CLASS and self._fate_of_class(symbol.target, depth + 1) == ONE_CALL:
             return ONE_CALL  # given to the constructor of a holder made for one call
         return UNKNOWN
@@ -224,7 +295,8 @@ class HolderLifetimes:
         """Whether ``name`` in ``fid`` is a module-level name of the project (a global, a class, a module)."""
         if not name or name in self.project.function(fid)["params"] or name in self.project.local_values(fid):
             return False
-        return self.project.resolve(fid, name) is not None
+        symbol = self.project.resolve(fid, name)
+        return symbol is not None and symbol.kind != FUNC
 
 
 def _checked_first(fn: dict, guard: int, text: str) -> bool:

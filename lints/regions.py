@@ -242,16 +242,18 @@ class Regions:
         return out
 
     def fixed_inference_state(self, fid: str, with_index: int) -> Optional[str]:
-        """INFERENCE or INFERENCE_OFF where the code around a fact fixes it whatever its callers do (the
-        innermost with or decorator of ``fid`` that decides it switches one state with no alternative); None
-        where it may come from the callers, a parameter or a context not known."""
-        layers = list(self.enclosing_modes(fid, with_index))
-        layers.append(tuple(mode for mode, _dec in self.decorator_modes(fid)))
-        for modes in layers:
-            deciding = {m.mode for m in modes if m.mode not in (NO_GRAD, ENABLE_GRAD)}
-            if deciding:
-                return deciding.pop() if len(deciding) == 1 and deciding <= set(_INFERENCE_STATES) else None
-        return None
+        """INFERENCE or INFERENCE_OFF where the code around a fact fixes it whatever its callers do: the innermost
+        with-item or decorator of ``fid`` that may switch inference mode is torch's switch written there, with
+        one state and no alternative (not ``inference_mode() if c else no_grad()``, not a helper's, not
+        ``inference_mode(flag)``); None where it may come from the callers or the code does not say."""
+        fn = self.project.function(fid)
+        for index in enclosing_withs(fn, with_index):
+            items = fn["withs"][index].items
+            for item, modes in reversed(list(zip(items, self.with_modes(fid, index)))):
+                if any(m.mode not in (NO_GRAD, ENABLE_GRAD) for m in modes):
+                    return _one_state(modes) if item.expr[0] == "c" else None
+        modes = tuple(mode for mode, _dec in self.decorator_modes(fid))
+        return _one_state(modes) if any(m.mode not in (NO_GRAD, ENABLE_GRAD) for m in modes) else None
 
     def inference_state(self, fid: str, with_index: int, params: Optional[dict] = None) -> Optional[tuple[str, Mode]]:
         """(INFERENCE or INFERENCE_OFF, why) set locally around a fact, None when it comes from the callers.
@@ -270,3 +272,10 @@ class Regions:
                 return mode.mode, mode
         return None
 
+
+
+def _one_state(modes: tuple[Mode, ...]) -> Optional[str]:
+    """The inference state that ``modes`` all switch, each torch's own switch written in place; else None."""
+    states = {m.mode for m in modes}
+    state = states.pop() if len(states) == 1 else None
+    return state if state in _INFERENCE_STATES and all(m.direct for m in modes) else None

@@ -424,8 +424,9 @@ class _Summarizer:
         if any((_dotted(dec.func if isinstance(dec, ast.Call) else dec) or "").rpartition(".")[2] == "dataclass"
                for dec in node.decorator_list):
             # a record: the names its body declares are the fields each instance is built with
-            self.classes[qual]["record_fields"] = [stmt.target.id for stmt in node.body
-                                                   if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
+            self.classes[qual]["record_fields"] = [
+                stmt.target.id for stmt in node.body if isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name) and not _is_class_var(stmt.annotation)]
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.function(stmt, outer, qual)
@@ -466,6 +467,12 @@ def _plain_constant(value):
 
 
 _INT_LIMIT = 1 << 64
+
+
+def _is_class_var(annotation: ast.AST) -> bool:
+    """``ClassVar[...]`` (``typing.ClassVar``): a class attribute, no field of a record's instances."""
+    node = annotation.value if isinstance(annotation, ast.Subscript) else annotation
+    return (dotted_name(node) or "").rpartition(".")[2] == "ClassVar"
 
 
 def _dotted(node: ast.AST) -> Optional[str]:

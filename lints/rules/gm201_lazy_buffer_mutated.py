@@ -189,6 +189,45 @@ class LazyBufferMutatedInPlace(Rule):
         "            self.kvs[:4].copy_(kv)\n"
         "    def flush(self):\n"
         "        self.kvs.zero_()\n",
+        # kept, though a look at the holder alone might say otherwise: a local rebound to itself, a holder built
+        # and configured (`configure` returns `self`) in a constructor, a local a builtin looks at and a loop
+        # uses; a switch with an alternative fixes no mode
+        "import contextlib, torch\n"
+        "class Holder:\n"
+        "    def configure(self, n):\n"
+        "        return self\n"
+        "    def prepare(self, n):\n"
+        "        if self._buf is None:\n"
+        "            self._buf = torch.empty(n)  # expect: GM201:13\n"
+        "        self._buf[:n].fill_(0)\n"
+        "class Worker:\n"
+        "    def __init__(self):\n"
+        "        self.holder = Holder().configure(4)\n"
+        "    def serve(self, reqs):\n"
+        "        h = Holder()\n"
+        "        h = h\n"
+        "        print('holder', h)\n"
+        "        for n in reqs:\n"
+        "            h.prepare(n)\n"
+        "    def run(self):\n"
+        "        self.serve([1, 2])\n"
+        "class Commit:\n"
+        "    def hook(self, kv, warm):\n"
+        "        with torch.inference_mode() if warm else contextlib.nullcontext():\n"
+        "            if self.kvs is None:\n"
+        "                self.kvs = torch.zeros(8)  # expect: GM201:17\n"
+        "            self.kvs[:4].copy_(kv)\n",
+        # a field of the object itself, filled by a helper it hands `self` to
+        "import torch\n"
+        "class Model:\n"
+        "    def __init__(self):\n"
+        "        self.cache = None\n"
+        "        attach(self)\n"
+        "    def forward(self, x):\n"
+        "        self.cache[0] = x\n"
+        "def attach(model: Model):\n"
+        "    if model.cache is None:\n"
+        "        model.cache = torch.zeros(4)  # expect: GM201:9\n",
         # a holder made per call elsewhere, but one instance kept on a long-lived object (or a class attribute)
         "import torch\n"
         "class DraftInput:\n"
@@ -207,7 +246,8 @@ class LazyBufferMutatedInPlace(Rule):
         "        batch.spec_info = DraftInput()\n"
         "        batch.spec_info.prepare(n)\n",
         # a record (a dataclass) whose lazy field it declares: one record kept once by a long-lived object, one
-        # handed to code outside the project by a factory no code here calls; a plain object built in `main()`
+        # handed to code outside the project by a factory no code here calls, one never seen made for one call
+        # (settings a user keeps); a plain object built in `main()`
         {"engine/records.py": (
             "import dataclasses, torch\n"
             "@dataclasses.dataclass\n"
@@ -226,6 +266,19 @@ class LazyBufferMutatedInPlace(Rule):
             "        self.table.fill_(n)\n"
             "def make_plan():\n"
             "    return Plan()\n"),
+         "engine/settings.py": (
+            "import dataclasses, torch\n"
+            "@dataclasses.dataclass\n"
+            "class Settings:\n"
+            "    token_bias: torch.Tensor | None = None\n"
+            "    def disallow(self, tokens):\n"
+            "        if self.token_bias is None:\n"
+            "            self.token_bias = torch.zeros(32)  # expect: GM201:13\n"
+            "        self.token_bias[tokens] = -1.0\n"
+            "def generate(settings=None):\n"
+            "    if settings is None:\n"
+            "        settings = Settings()\n"
+            "    return settings\n"),
          "engine/worker.py": (
             "import torch\n"
             "from engine.records import Scratch\n"
@@ -323,7 +376,12 @@ class LazyBufferMutatedInPlace(Rule):
         "    def prepare(self, batch: Metadata, n):\n"
         "        if batch.tile_buf is None:\n"
         "            batch.tile_buf = torch.full((n,), 0)\n"
-        "        batch.tile_buf[0] = n\n",
+        "        batch.tile_buf[0] = n\n"
+        "def run(backend, steps):\n"
+        "    for x, n in steps:\n"
+        "        metadata = Metadata()\n"
+        "        backend.tile(x, metadata)\n"
+        "        backend.prepare(metadata, n)\n",
         # a holder made for one call: every instance is kept in a local, handed to a field of an object the
         # call sets afresh, returned to callers that do so, or given to builtins; its lazy buffer is made
         # again with the next holder
@@ -344,8 +402,12 @@ class LazyBufferMutatedInPlace(Rule):
         "        batch.spec_info = make_draft_input()\n"
         "        batch.spec_info.prepare(n)\n"
         "        DraftInput.idle().prepare(1)\n"
-        "        return isinstance(batch.spec_info, DraftInput)\n",
-        # a field a record declares, where no record is kept or leaves the project: each step builds its own
+        "        return isinstance(batch.spec_info, DraftInput)\n"
+        "def serve(worker, batches):\n"
+        "    for batch in batches:\n"
+        "        worker.step(batch, 4)\n",
+        # a field a record declares, where a record is handed on for one step and none is kept or leaves the
+        # project: each step builds its own
         "import dataclasses, torch\n"
         "@dataclasses.dataclass\n"
         "class DraftInput:\n"
@@ -366,7 +428,11 @@ class LazyBufferMutatedInPlace(Rule):
         "        return Result(draft=draft)\n"
         "    def step(self, batch, n):\n"
         "        result = self.forward(batch, n)\n"
-        "        self.last = result\n",
+        "        self.last = result\n"
+        "        batch.spec_info = DraftInput()\n"
+        "def serve(worker, batches):\n"
+        "    for batch in batches:\n"
+        "        worker.step(batch, 4)\n",
         # a subclass's store into the base class's dict cache inserts a tensor, it writes none
         "import torch\n"
         "class Runner:\n"
@@ -392,14 +458,14 @@ class LazyBufferMutatedInPlace(Rule):
         "        with torch.no_grad():\n"
         "            self.kvs.zero_()\n"
         "    def stash(self, kv):\n"
-        "        with torch.inference_mode():\n"
-        "            fill(self.kvs, kv)\n"
+        "        fill(self.kvs, kv)\n"
         "    def grow(self, n):\n"
         "        with torch.inference_mode(False):\n"
         "            if self.big is None:\n"
         "                self.big = torch.zeros(n)\n"
         "    def step(self, x):\n"
         "        self.big.add_(x)\n"
+        "@torch.inference_mode()\n"
         "def fill(buf, kv):\n"
         "    buf.copy_(kv)\n",
         # appended to under a check that finds the list there (a feature switch), not one that finds it
@@ -495,6 +561,8 @@ class LazyBufferMutatedInPlace(Rule):
         for alloc, mutations in analysis.kept_buffers.updated:
             if not alloc.lazy:  # eager allocations are GM202's, where their grad modes differ
                 continue
+            if alloc.per_holder:  # made again with each holder, or of an object the caller hands in
+                continue
             if _modes_fixed_alike(analysis, alloc, mutations):
                 continue
             first = mutations[0]
@@ -507,17 +575,14 @@ class LazyBufferMutatedInPlace(Rule):
 def _modes_fixed_alike(analysis: ProjectAnalysis, alloc: Allocation, mutations: list[Mutation]) -> bool:
     """Whether the code itself fixes the grad mode so that no update can crash, whatever the first call's
     callers do: the allocation under ``inference_mode(False)`` (never an inference tensor), or it and every
-    update under torch's inference mode (a with or decorator around each, with no alternative)."""
+    update under torch's inference mode (a with or decorator around each, in its own function, with no
+    alternative)."""
     regions = analysis.regions
     state = regions.fixed_inference_state(alloc.fid, alloc.with_index)
     if state == INFERENCE_OFF:
         return True
     if state != INFERENCE:
         return False
-    for mutation in mutations:
-        at_update = regions.fixed_inference_state(mutation.fid, mutation.with_index)
-        if at_update is None and mutation.entry_fid:  # the writer runs in the mode of the call handing it over
-            at_update = regions.fixed_inference_state(mutation.entry_fid, mutation.entry_with)
-        if at_update != INFERENCE:
-            return False
-    return True
+    # each update fixed where it is written: a function between the call that hands the buffer over and the
+    # writer may switch the mode again
+    return all(regions.fixed_inference_state(m.fid, m.with_index) == INFERENCE for m in mutations)
