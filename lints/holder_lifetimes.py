@@ -56,9 +56,11 @@ class HolderLifetimes:
         self._fates: dict[str, str] = {}
         self._site_fates: dict[str, list[str]] = {}
         self._in_progress: set[str] = set()
-        self._sites: Optional[dict[str, list[tuple[str, int]]]] = None
         self._subclasses: Optional[dict[str, set[str]]] = None
         self._by_leaf: Optional[dict[str, list[tuple[str, int]]]] = None
+        self._cls_sites: Optional[dict[str, list[tuple[str, int]]]] = None
+        self._callers: dict[str, list[tuple[str, int, str]]] = {}
+        self._use_index: dict[str, dict[tuple, list[tuple[str, object, int]]]] = {}
 
     def per_call(self, cid: str) -> bool:
         """Whether every instance of class ``cid`` (or of a subclass) the project builds lives for one call."""
@@ -102,45 +104,59 @@ class HolderLifetimes:
                     self._subclasses.setdefault(base, set()).add(klass)
         return self._subclasses.get(cid, set())
 
-    def _construction_sites(self, cid: str) -> list[tuple[str, int]]:
-        if self._sites is None:
-            # one pass over the calls, by the name they are spelt with: `Cls(...)`, `mod.Cls(...)`, `cls(...)`
+    def _calls_named(self, leaf: str) -> list[tuple[str, int]]:
+        """(function, call) of the calls spelt ``leaf(...)`` or ``x.leaf(...)`` where ``leaf`` names a class or a
+        method of the project, or is ``cls``: one pass over every call, the first time."""
+        if self._by_leaf is None:
             wanted = {cls["name"] for _summary, cls in self.project.classes.values()} | {"cls"}
-            self._sites = {}
+            wanted.update(self.project.method_names())
+            by_leaf: dict[str, list[tuple[str, int]]] = {}
             for fid, (_summary, fn) in self.project.functions.items():
                 for index, call in enumerate(fn["calls"]):
-                    if call.func[0] == "n":
-                        leaf = callee_leaf(call.func)
-                        if leaf in wanted:
-                            self._sites.setdefault(leaf, []).append((fid, index))
+                    func = call.func
+                    if func[0] == "n":
+                        name = func[1].rpartition(".")[2]
+                        if name in wanted:
+                            found = by_leaf.get(name)
+                            if found is None:
+                                by_leaf[name] = [(fid, index)]
+                            else:
+                                found.append((fid, index))
+            self._by_leaf = by_leaf
+        return self._by_leaf.get(leaf, [])
+
+    def _construction_sites(self, cid: str) -> list[tuple[str, int]]:
+        """``Cls(...)``, ``mod.Cls(...)``, and ``cls(...)`` in a classmethod of the class itself."""
         project = self.project
-        name = project.classes[cid][1]["name"]
         out = []
-        for fid, index in self._sites.get(name, []):
+        for fid, index in self._calls_named(project.classes[cid][1]["name"]):
             symbol = project.resolve(fid, project.function(fid)["calls"][index].func[1])
             if symbol is not None and symbol.kind == CLASS and symbol.target == cid:
                 out.append((fid, index))
-        for fid, index in self._sites.get("cls", []):
-            fn = project.function(fid)
-            if fn["params"][:1] == ["cls"] and project.class_of(fid) == cid:
-                out.append((fid, index))  # `return cls(...)` in a classmethod of the class itself
-        return out
+        if self._cls_sites is None:
+            self._cls_sites = {}
+            for fid, index in self._calls_named("cls"):
+                if project.function(fid)["params"][:1] == ["cls"] and project.function(fid)["calls"][index].func \
+                        == ["n", "cls"]:
+                    owner = project.class_of(fid)
+                    if owner is not None:
+                        self._cls_sites.setdefault(owner, []).append((fid, index))
+        return out + self._cls_sites.get(cid, [])
 
     def _callers_of(self, fid: str) -> list[tuple[str, int, str]]:
         """(caller, call, how) for each call that may run ``fid``: the call graph's; for a method it knows no
-        call of, the calls spelt with its name that resolve to nothing (``self.algo.build()`` on a field of a
+        call of, the calls spelt ``x.name(...)`` that resolve to nothing (``self.algo.build()`` on a field of a
         mixin)."""
+        known = self._callers.get(fid)
+        if known is not None:
+            return known
         out = [(e.caller, e.call, e.how) for e in self.graph.callers().get(fid, ())]
+        self._callers[fid] = out
         fn = self.project.function(fid)
         if fn["cls"] and not out:
-            if self._by_leaf is None:
-                self._by_leaf = {}
-                for caller, (_summary, cfn) in self.project.functions.items():
-                    for index, call in enumerate(cfn["calls"]):
-                        if call.func[0] == "n" and "." in call.func[1]:
-                            self._by_leaf.setdefault(call.func[1].rpartition(".")[2], []).append((caller, index))
-            for caller, index in self._by_leaf.get(fn["name"], ()):
-                if (caller, index, "call") not in out and not self.graph.call_targets(caller, index, loose=True):
+            for caller, index in self._calls_named(fn["name"]):
+                func = self.project.function(caller)["calls"][index].func
+                if "." in func[1] and not self.graph.call_targets(caller, index, loose=True):
                     out.append((caller, index, "by-name"))
         return out
 
@@ -163,41 +179,74 @@ class HolderLifetimes:
         if expr[0] == "n" and not self._callers_of(fid):
             return [KEPT]  # a local of a function no code calls (`main()`, a test) lives for the whole run
         fates: list[str] = []
-        for fact in fn["assigns"]:
-            value = fact.value
-            if value != expr:
-                if _contains(value, expr):
-                    fates.append(UNKNOWN)  # in a tuple, list or dict display: where it goes is not followed
-                continue
-            fates.append(self._store_fate(fid, fn, fact, depth, seen))
-            if fates[-1] == KEPT:
-                return fates
-        for ret in fn["rets"]:
-            if ret.value == expr and not ret.is_yield:
-                # every call that may run it, by name too; one that takes it as a value may call it anywhere
-                edges = self._callers_of(fid)
-                if fn["dec"] and self._cached(fid):
-                    fates.append(KEPT)  # `functools.cache` keeps what it returns
-                elif not edges:
-                    fates.append(ESCAPES)  # returned to code outside the project
-                elif any(call < 0 or how in ("argument", "nested") for _c, call, how in edges):
-                    fates.append(UNKNOWN)
-                else:
-                    fates.extend(self._fate(caller, ["c", call], depth + 1, seen) for caller, call, _how in edges)
-            elif _contains(ret.value, expr) or ret.value == expr:
-                fates.append(UNKNOWN)
-        for index, call in enumerate(fn["calls"]):
-            given = [arg for arg in (*call.args, *call.kwargs.values()) if arg == expr or _contains(arg, expr)]
-            if given:
-                fate = self._given_fate(fid, call, given, expr, depth)
+        key = (expr[0], expr[1])
+        uses = self._uses(fid)
+        for how, record, index in uses.get(key, ()):
+            if how == "held":
+                fates.append(UNKNOWN)  # in a display, a lambda, one side of `or`: where it goes is not followed
+            elif how == "stored":
+                fates.append(self._store_fate(fid, fn, record, depth, seen))
+                if fates[-1] == KEPT:
+                    return fates
+            elif how == "returned":
+                fates.extend(self._returned_fates(fid, fn, depth, seen))
+            elif how == "given":
+                given = [arg for arg in (*record.args, *record.kwargs.values()) if arg == expr or _contains(arg, expr)]
+                fate = self._given_fate(fid, record, given, expr, depth)
                 if fate is not None:
                     fates.append(fate)
-            elif (call.func[0] == "a" and call.func[1] == expr) or (
-                    expr[0] == "n" and call.func[0] == "n" and call.func[1].rpartition(".")[0] == expr[1]):
-                # a method called on it may give it back (`Model().to(device)`, `Holder().configure(4)`): where
-                # the result goes, it may go
+            else:  # "method": what a method called on it returns may be it (`Holder().configure(4)`: `self`)
                 fates.extend(self._destinations(fid, ["c", index], depth, seen))
         return fates
+
+    def _returned_fates(self, fid: str, fn: dict, depth: int, seen: frozenset) -> list[str]:
+        """Where what ``fid`` returns goes: into every call that may run it (by name too)."""
+        edges = self._callers_of(fid)
+        if fn["dec"] and self._cached(fid):
+            return [KEPT]  # `functools.cache` keeps what it returns
+        if not edges:
+            return [ESCAPES]  # returned to code outside the project
+        if any(call < 0 or how in ("argument", "nested") for _c, call, how in edges):
+            return [UNKNOWN]  # one that takes the function as a value may call it anywhere
+        return [self._fate(caller, ["c", call], depth + 1, seen) for caller, call, _how in edges]
+
+    def _uses(self, fid: str) -> dict[tuple, list[tuple[str, object, int]]]:
+        """Where each call's value and each local name of ``fid`` is used, by ``(tag, index or name)``: stored
+        (an assignment of it), returned, given to a call, held inside another value, or called a method on."""
+        found = self._use_index.get(fid)
+        if found is not None:
+            return found
+        found = {}
+        fn = self.project.function(fid)
+
+        def note(value: list, how: str, record, index: int = -1) -> None:
+            if value[0] in "cn":
+                found.setdefault((value[0], value[1]), []).append((how, record, index))
+            elif value[0] in _HOLDING:
+                for part in (value[1] if value[0] in "tb" else value[1:]):
+                    if part:
+                        note(part, "held", record)
+
+        for fact in fn["assigns"]:
+            note(fact.value, "stored" if fact.value[0] in "cn" else "held", fact)
+        for ret in fn["rets"]:
+            note(ret.value, "returned" if not ret.is_yield and ret.value[0] in "cn" else "held", ret)
+        for index, call in enumerate(fn["calls"]):
+            given = set()
+            for arg in (*call.args, *call.kwargs.values()):
+                for key in _objects_in(arg):
+                    given.add(key)
+            for key in given:
+                found.setdefault(key, []).append(("given", call, index))
+            func = call.func
+            if func[0] == "a" and func[1][0] in "cn":
+                found.setdefault((func[1][0], func[1][1]), []).append(("method", call, index))
+            elif func[0] == "n" and "." in func[1]:
+                head = func[1].rpartition(".")[0]
+                if "." not in head:
+                    found.setdefault(("n", head), []).append(("method", call, index))
+        self._use_index[fid] = found
+        return found
 
     def _store_fate(self, fid: str, fn: dict, fact, depth: int, seen: frozenset) -> str:
         target = fact.target
@@ -310,7 +359,25 @@ def _checked_first(fn: dict, guard: int, text: str) -> bool:
     return False
 
 
-def _contains(value, expr: list) -> bool:
-    """Whether ``expr`` occurs strictly inside the tagged expression ``value``."""
-    return isinstance(value, list) and any(
-        isinstance(item, list) and (item == expr or _contains(item, expr)) for item in value)
+_HOLDING = frozenset("tbiml")  # a display, `a or b`, `a if c else b`, a comprehension's element, a lambda's body
+
+
+def _objects_in(value: list) -> list[tuple]:
+    """The call values and names ``value`` is, or holds (see ``_contains``)."""
+    if value[0] in "cn":
+        return [(value[0], value[1])]
+    if value[0] not in _HOLDING:
+        return []
+    parts = value[1] if value[0] in "tb" else value[1:]
+    return [key for part in parts if part for key in _objects_in(part)]
+
+
+def _contains(value: list, expr: list) -> bool:
+    """Whether the object ``expr`` is held inside the tagged expression ``value`` (in a display, one side of an
+    `or` or an `if`, a comprehension, a lambda); not a call's argument (followed where the call is), an
+    attribute or an item of it (those are other objects)."""
+    tag = value[0]
+    if tag not in _HOLDING:
+        return False
+    parts = value[1] if tag in "tb" else value[1:]
+    return any(part == expr or (part and _contains(part, expr)) for part in parts)
