@@ -44,10 +44,12 @@ class Switch(NamedTuple):
 
 class ProjectAnalysis:
     def __init__(self, project: Project, config: Config, serving_config_set: bool = False,
-                 fork_buffers: bool = False) -> None:
+                 fork_buffers: bool = False, buffer_holders: bool = True) -> None:
         """``fork_buffers``: a forked child finds half of the call graph, then the kept buffers while this
         process labels phases and grad modes (``lints/forked_work.py``); ``close`` ends it if its result is
-        never asked for."""
+        never asked for. ``buffer_holders``: tag the lazy fields made with each holder
+        (``Allocation.per_holder``)."""
+        self.buffer_holders = buffer_holders
         self.project = project
         self.config = config
         self.graph = CallGraph(project)
@@ -181,7 +183,7 @@ class ProjectAnalysis:
 
     @functools.cached_property
     def buffers(self) -> Buffers:
-        return Buffers(self.project, self.graph, self.regions)
+        return Buffers(self.project, self.graph, self.regions, self.buffer_holders)
 
     def switches(self, fid: str) -> list[Switch]:
         """Every grad-mode switch written in ``fid`` (enabled or not), with its role."""
@@ -266,4 +268,3 @@ class ProjectAnalysis:
                 if chosen is not None:
                     out.append((w_index, i_index, chosen))
         return out
-

@@ -15,7 +15,7 @@ from .holder_lifetimes import HolderLifetimes
 from .project import Project
 from .provenance import CONSTRUCTORS, COPYING_METHODS, Provenance
 from .regions import Regions
-from .summary_records import MODULE_SCOPE, callee_leaf, method_call
+from .summary_records import MODULE_SCOPE, callee_leaf, method_call, missing_first
 from .symbols import CLASS, EXTERNAL, FIELD, GLOBAL
 
 
@@ -50,7 +50,10 @@ class Allocation(NamedTuple):
 class BufferAllocations:
     """The kept allocations of a project (``allocations``), and what they need to know of functions."""
 
-    def __init__(self, project: Project, graph: CallGraph, regions: Regions) -> None:
+    def __init__(self, project: Project, graph: CallGraph, regions: Regions, holders: bool = True) -> None:
+        """``holders``: tag the lazy fields made with each holder (``Allocation.per_holder``); only the rule
+        that reads the tag needs them, and finding holders' lifetimes costs a pass over every call."""
+        self.holders = holders
         self.project = project
         self.graph = graph
         self.regions = regions
@@ -59,22 +62,10 @@ class BufferAllocations:
         # lazy buffers are allocated from nothing; a kept tensor rebound to a copy of itself is one too (eager)
         self.provenance = Provenance(project, graph, regions, copies=False)
         self._copies = Provenance(project, graph, regions, copies=True)
-        self.lifetimes = HolderLifetimes(project, graph, regions)
+        self.lifetimes = HolderLifetimes(project, graph, regions, self._cached_getter)
         self.allocations = self._find_allocations()
 
     # allocations -------------------------------------------------------------------
-    def _guarded(self, fn: dict, guard: int, texts: set[str]) -> Optional[str]:
-        guards = fn["guards"]
-        while guard >= 0:
-            record = guards[guard]
-            if not record.in_orelse:  # a test that finds the place missing or stale, not one that finds it there
-                for name in record.missing:
-                    for text in texts:
-                        if name == text or name.startswith(text + "."):
-                            return text
-            guard = record.parent
-        return None
-
     def _store_key(self, fid: str, target: list) -> Optional[tuple[BufferKey, bool]]:
         """The buffer a store target names: ``self.x``, a global, or a dict cache ``self._c[k]``."""
         dict_store = target[0] == "s"
@@ -122,7 +113,8 @@ class BufferAllocations:
                 for ret in fn["rets"]:
                     if not ret.is_yield and self.provenance.fresh(fid, ret.value):
                         found.append(Allocation(BufferKey("getter", fid, fn["qual"]), fid, ret.line, ret.col,
-                                                ret.with_index, -1, f"returned by cached getter `{fn['qual']}()`", False))
+                                                ret.with_index, -1, f"returned by cached getter `{fn['qual']}()`",
+                                                False))
                         break
                 continue
             local_allocs: dict[str, list] = {}
@@ -149,7 +141,7 @@ class BufferAllocations:
                 if named[0] != "n":
                     continue
                 text = named[1]
-                lazy = self._guarded(fn, fact.guard, {text}) is not None
+                lazy = missing_first(fn, fact.guard, {text}) is not None
                 copy = not lazy and not dict_store and self._copy_of_itself(fid, value, text)
                 eager = not lazy and not dict_store and fn["name"] in CONSTRUCTORS
                 if not (lazy or eager or copy):
@@ -194,7 +186,7 @@ class BufferAllocations:
         """Whether a lazy store into ``text`` (``self._buf``, ``metadata.tile_buf``) makes a field again with
         each holder (``_made_with_holder``), or fills a field of an object every caller hands in from its own
         call (a batch, a per-step record: whether it outlives the call is the caller's, not known here)."""
-        if key.kind != "attr":
+        if key.kind != "attr" or not self.holders:
             return False
         head = text.partition(".")[0]
         if head == "self":
@@ -257,7 +249,7 @@ class BufferAllocations:
             value = call.args[-1]
             text = receiver[1]
             # a list grown on every call holds each call's tensors: not one kept buffer
-            if self._guarded(fn, call.guard, {text}) is None:
+            if missing_first(fn, call.guard, {text}) is None:
                 continue
             stored = self._store_key(fid, receiver)
             if stored is None or not self.provenance.fresh(fid, value):
@@ -296,7 +288,7 @@ class BufferAllocations:
             # `if epoch is None: epoch = torch.zeros(1)` on a parameter is a default, not a lazy buffer
             checked = {text, value[1]} if self._read_from(fid, value[1], text) else {text}
             for alloc in local_allocs[value[1]]:
-                if self._guarded(fn, alloc.guard, checked) is not None:
+                if missing_first(fn, alloc.guard, checked) is not None:
                     out.append(Allocation(key, fid, alloc.line, alloc.col, alloc.with_index, alloc.guard,
                                           f"allocated under a check of `{text}`", dict_store,
                                           per_holder=self._per_holder(fid, text, key)))

@@ -19,8 +19,8 @@ SAME_ITEMS = frozenset({"dict", "list", "tuple", "sorted", "reversed", "iter"})
 
 
 class BufferFlow(BufferAllocations):
-    def __init__(self, project: Project, graph: CallGraph, regions: Regions) -> None:
-        super().__init__(project, graph, regions)
+    def __init__(self, project: Project, graph: CallGraph, regions: Regions, holders: bool = True) -> None:
+        super().__init__(project, graph, regions, holders)
         self._values: dict[tuple[str, str], frozenset[BufferKey]] = {}
         self._returns: dict[str, frozenset[BufferKey]] = {}
         self._fields: dict[tuple[str, str], frozenset[BufferKey]] = {}

@@ -119,10 +119,12 @@ def analyse(summaries: dict[str, dict], config: Config, jobs: int = 1):
     fork = can_fork(jobs) and any(config.is_selected(code, ALL_RULES[code].DEFAULT_ENABLED)
                                   for code in BUFFER_RULES)
     return ProjectAnalysis(Project(summaries.values()), config, serving_config_set=config.serving_grad_mode != "auto",
-                           fork_buffers=fork)
+                           fork_buffers=fork, buffer_holders=config.is_selected(
+                               HOLDER_RULE, ALL_RULES[HOLDER_RULE].DEFAULT_ENABLED))
 
 
 BUFFER_RULES = ("GM201", "GM202")  # the rules that read ``ProjectAnalysis.kept_buffers``
+HOLDER_RULE = "GM201"  # the rule that reads ``Allocation.per_holder``
 
 
 def run_rules(analysis, config: Config, wanted: Optional[set[str]] = None) -> list[Finding]:

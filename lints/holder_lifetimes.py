@@ -23,14 +23,14 @@ kept or escapes. A class no site of the project builds is not known: users may b
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from . import names
 from .callgraph import CallGraph
 from .project import Project
 from .provenance import CONSTRUCTORS
 from .regions import Regions
-from .summary_records import MODULE_SCOPE, callee_leaf, method_call
+from .summary_records import MODULE_SCOPE, method_call, missing_first
 from .symbols import CLASS, EXTERNAL, FUNC
 
 ONE_CALL, KEPT, ESCAPES, UNKNOWN = "one call", "kept", "escapes", "unknown"
@@ -48,15 +48,17 @@ def _joined(fates: list[str]) -> str:
 
 
 class HolderLifetimes:
-    def __init__(self, project: Project, graph: CallGraph, regions: Regions) -> None:
+    def __init__(self, project: Project, graph: CallGraph, regions: Regions,
+                 cached_getter: Callable[[str], bool]) -> None:
+        """``cached_getter``: whether a function is a ``functools.cache`` getter (the buffers' own test)."""
         self.project = project
         self.graph = graph
         self.regions = regions
+        self.cached_getter = cached_getter
         # per class, as found from the class itself (depth 0): what a deeper, cut-short search finds is not kept
         self._fates: dict[str, str] = {}
         self._site_fates: dict[str, list[str]] = {}
         self._in_progress: set[str] = set()
-        self._subclasses: Optional[dict[str, set[str]]] = None
         self._by_leaf: Optional[dict[str, list[tuple[str, int]]]] = None
         self._cls_sites: Optional[dict[str, list[tuple[str, int]]]] = None
         self._callers: dict[str, list[tuple[str, int, str]]] = {}
@@ -84,7 +86,7 @@ class HolderLifetimes:
             return UNKNOWN  # a cycle adds nothing known
         self._in_progress.add(cid)
         try:
-            sites = [site for klass in ({cid} | self._subclasses_of(cid)) for site in self._construction_sites(klass)]
+            sites = [site for klass in (cid, *self.project.subclasses(cid)) for site in self._construction_sites(klass)]
             # where each instance goes (a site with none: used and dropped in its statement)
             places = [fate for fid, index in sites
                       for fate in self._destinations(fid, ["c", index], depth, frozenset()) or [ONE_CALL]]
@@ -95,14 +97,6 @@ class HolderLifetimes:
             self._fates[cid] = fate
             self._site_fates[cid] = places
         return fate
-
-    def _subclasses_of(self, cid: str) -> set[str]:
-        if self._subclasses is None:
-            self._subclasses = {}
-            for klass in self.project.classes:
-                for base in self.project.mro(klass)[1:]:
-                    self._subclasses.setdefault(base, set()).add(klass)
-        return self._subclasses.get(cid, set())
 
     def _calls_named(self, leaf: str) -> list[tuple[str, int]]:
         """(function, call) of the calls spelt ``leaf(...)`` or ``x.leaf(...)`` where ``leaf`` names a class or a
@@ -191,7 +185,7 @@ class HolderLifetimes:
             elif how == "returned":
                 fates.extend(self._returned_fates(fid, fn, depth, seen))
             elif how == "given":
-                given = [arg for arg in (*record.args, *record.kwargs.values()) if arg == expr or _contains(arg, expr)]
+                given = [arg for arg in (*record.args, *record.kwargs.values()) if key in _objects_in(arg)]
                 fate = self._given_fate(fid, record, given, expr, depth)
                 if fate is not None:
                     fates.append(fate)
@@ -202,7 +196,7 @@ class HolderLifetimes:
     def _returned_fates(self, fid: str, fn: dict, depth: int, seen: frozenset) -> list[str]:
         """Where what ``fid`` returns goes: into every call that may run it (by name too)."""
         edges = self._callers_of(fid)
-        if fn["dec"] and self._cached(fid):
+        if fn["dec"] and self.cached_getter(fid):
             return [KEPT]  # `functools.cache` keeps what it returns
         if not edges:
             return [ESCAPES]  # returned to code outside the project
@@ -219,24 +213,16 @@ class HolderLifetimes:
         found = {}
         fn = self.project.function(fid)
 
-        def note(value: list, how: str, record, index: int = -1) -> None:
-            if value[0] in "cn":
-                found.setdefault((value[0], value[1]), []).append((how, record, index))
-            elif value[0] in _HOLDING:
-                for part in (value[1] if value[0] in "tb" else value[1:]):
-                    if part:
-                        note(part, "held", record)
+        def note(value: list, how: str, record) -> None:
+            for key in _objects_in(value):  # the value itself, or what it holds
+                found.setdefault(key, []).append((how if value[0] in "cn" else "held", record, -1))
 
         for fact in fn["assigns"]:
-            note(fact.value, "stored" if fact.value[0] in "cn" else "held", fact)
+            note(fact.value, "stored", fact)
         for ret in fn["rets"]:
-            note(ret.value, "returned" if not ret.is_yield and ret.value[0] in "cn" else "held", ret)
+            note(ret.value, "held" if ret.is_yield else "returned", ret)
         for index, call in enumerate(fn["calls"]):
-            given = set()
-            for arg in (*call.args, *call.kwargs.values()):
-                for key in _objects_in(arg):
-                    given.add(key)
-            for key in given:
+            for key in {key for arg in (*call.args, *call.kwargs.values()) for key in _objects_in(arg)}:
                 found.setdefault(key, []).append(("given", call, index))
             func = call.func
             if func[0] == "a" and func[1][0] in "cn":
@@ -259,7 +245,7 @@ class HolderLifetimes:
             text = base[1] if base[0] == "n" else ""
             head = text.partition(".")[0]
             if head in ("self", "cls") or head in fn["globals"] or self._module_name(fid, head):
-                return KEPT if _checked_first(fn, fact.guard, text) else UNKNOWN
+                return KEPT if missing_first(fn, fact.guard, {text}) is not None else UNKNOWN
             return UNKNOWN
         if target[0] != "n":
             return UNKNOWN  # an unpacking
@@ -268,7 +254,7 @@ class HolderLifetimes:
         if name in fn["globals"] or head == "cls":
             return KEPT
         if head == "self":
-            if fn["name"] in CONSTRUCTORS or _checked_first(fn, fact.guard, name):
+            if fn["name"] in CONSTRUCTORS or missing_first(fn, fact.guard, {name}) is not None:
                 return KEPT  # built with its owner, or made once for it
             return UNKNOWN  # set by another method: once at set-up, or anew each step
         if not dot:
@@ -322,7 +308,7 @@ class HolderLifetimes:
             head = receiver[1].partition(".")[0]
             fn = self.project.function(fid)
             if (head in ("self", "cls") or head in fn["globals"] or self._module_name(fid, head)) \
-                    and _checked_first(fn, call.guard, receiver[1]):
+                    and missing_first(fn, call.guard, {receiver[1]}) is not None:
                 return KEPT  # `if not self._pool: self._pool.append(ws)`: made once
         symbol = self.project.resolve(fid, call.func[1])
         if symbol is not None and symbol.kind == EXTERNAL and symbol.target in _PASSIVE_BUILTINS:
@@ -330,15 +316,6 @@ class HolderLifetimes:
         if symbol is not None and symbol.kind == CLASS and self._fate_of_class(symbol.target, depth + 1) == ONE_CALL:
             return ONE_CALL  # given to the constructor of a holder made for one call
         return UNKNOWN
-
-    def _cached(self, fid: str) -> bool:
-        fn = self.project.function(fid)
-        for dec in fn["dec"]:
-            expr = fn["calls"][dec.expr[1]].func if dec.expr[0] == "c" else dec.expr
-            symbol = self.project.resolve(fid, expr[1]) if expr[0] == "n" else None
-            if symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.CACHE_DECORATORS:
-                return True
-        return False
 
     def _module_name(self, fid: str, name: str) -> bool:
         """Whether ``name`` in ``fid`` is a module-level name of the project (a global, a class, a module)."""
@@ -348,36 +325,16 @@ class HolderLifetimes:
         return symbol is not None and symbol.kind != FUNC
 
 
-def _checked_first(fn: dict, guard: int, text: str) -> bool:
-    """Whether a test around a store finds ``text`` missing first (``if self._ws is None``)."""
-    guards = fn["guards"]
-    while guard >= 0:
-        record = guards[guard]
-        if not record.in_orelse and any(name == text or name.startswith(text + ".") for name in record.missing):
-            return True
-        guard = record.parent
-    return False
-
-
 _HOLDING = frozenset("tbiml")  # a display, `a or b`, `a if c else b`, a comprehension's element, a lambda's body
 
 
 def _objects_in(value: list) -> list[tuple]:
-    """The call values and names ``value`` is, or holds (see ``_contains``)."""
+    """The call values and names ``value`` is, or holds in a display, one side of an `or` or an `if`, a
+    comprehension or a lambda; not a call's argument (followed where the call is), an attribute or an item of
+    it (those are other objects)."""
     if value[0] in "cn":
         return [(value[0], value[1])]
     if value[0] not in _HOLDING:
         return []
     parts = value[1] if value[0] in "tb" else value[1:]
     return [key for part in parts if part for key in _objects_in(part)]
-
-
-def _contains(value: list, expr: list) -> bool:
-    """Whether the object ``expr`` is held inside the tagged expression ``value`` (in a display, one side of an
-    `or` or an `if`, a comprehension, a lambda); not a call's argument (followed where the call is), an
-    attribute or an item of it (those are other objects)."""
-    tag = value[0]
-    if tag not in _HOLDING:
-        return False
-    parts = value[1] if tag in "tb" else value[1:]
-    return any(part == expr or (part and _contains(part, expr)) for part in parts)

@@ -1,7 +1,7 @@
 """Each kept allocation with the in-place updates of its buffer that run after it: what GM201 and GM202 pair."""
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from .buffer_allocations import BufferKey
 from .buffers import Allocation, Buffers, Mutation
@@ -28,7 +28,6 @@ def kept_buffers_from_json(data: list) -> KeptBuffers:
 
 def updates_after(project: Project, buffers: Buffers) -> list[tuple[Allocation, list[Mutation]]]:
     by_key = buffers.mutations()
-    subclasses: Optional[dict[str, set[str]]] = None
     out = []
     for alloc in buffers.allocations:
         found = []
@@ -36,12 +35,7 @@ def updates_after(project: Project, buffers: Buffers) -> list[tuple[Allocation, 
         candidates = [alloc.key]
         if alloc.key.kind == "attr" and alloc.key.owner in project.classes:
             # the same attribute of a base class or a subclass is the same buffer
-            if subclasses is None:
-                subclasses = {}
-                for cid in project.classes:
-                    for base in project.mro(cid)[1:]:
-                        subclasses.setdefault(base, set()).add(cid)
-            related = set(project.mro(alloc.key.owner)) | subclasses.get(alloc.key.owner, set())
+            related = set(project.mro(alloc.key.owner)) | set(project.subclasses(alloc.key.owner))
             candidates = [alloc.key._replace(owner=owner) for owner in sorted(related)]
         for key in candidates:
             if key in by_key:

@@ -65,6 +65,7 @@ class Project(ValueClasses, ScopeBindings):
         self._memo: dict[tuple[str, str], Optional[Symbol]] = {}
         self._global_memo: dict[str, Optional[Symbol]] = {}
         self._mro: dict[str, list[str]] = {}
+        self._below: Optional[dict[str, list[str]]] = None
         self._local_values: dict[str, dict[str, list]] = {}
         self._rebound: dict[str, set[str]] = {}
         self._members: dict[tuple[Symbol, str], Optional[Symbol]] = {}
@@ -102,6 +103,16 @@ class Project(ValueClasses, ScopeBindings):
                 return fid_of(summary["module"], fn["cls"])
             fn = summary["functions"].get(fn["parent"]) if fn["parent"] else None
         return None
+
+    def subclasses(self, cid: str) -> list[str]:
+        """Every project class below class ``cid``, in the project's order (the index built once)."""
+        if self._below is None:
+            below: dict[str, list[str]] = {}
+            for klass in self.classes:
+                for base in self.mro(klass)[1:]:
+                    below.setdefault(base, []).append(klass)
+            self._below = below
+        return self._below.get(cid, [])
 
     def mro(self, cid: str) -> list[str]:
         """The class and its project base classes, depth first (enough for method lookup here)."""
@@ -228,7 +239,6 @@ class Project(ValueClasses, ScopeBindings):
             found = {n for fn in summary["functions"].values() for n in fn["globals"]}
             self._rebound[summary["module"]] = found
         return found
-
 
     def _external_alias(self, summary: dict, scope_fid: str, name: str) -> Optional[Symbol]:
         """What ``name`` stands for where its only binding in ``scope_fid`` is another name that resolves

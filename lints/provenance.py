@@ -49,7 +49,6 @@ class Provenance:
         self._classes: dict[str, Optional[str]] = {}
         self._returned_params: dict[str, frozenset[str]] = {}
         self._overrides: dict[str, list[str]] = {}
-        self._below: Optional[dict[str, list[str]]] = None
 
     # values --------------------------------------------------------------------------
     def fresh(self, fid: str, expr: list, depth: int = 0) -> Optional[str]:
@@ -176,21 +175,12 @@ class Provenance:
         found: list[str] = []
         owner = project.class_of(fid) if fn["cls"] is not None else None
         if owner is not None and not fn["name"].startswith("__"):
-            for sub in self._subclasses().get(owner, ()):
+            for sub in project.subclasses(owner):
                 method = project.method(sub, fn["name"])
                 if method is not None and method != fid and method not in found:
                     found.append(method)
         self._overrides[fid] = found
         return found
-
-    def _subclasses(self) -> dict[str, list[str]]:
-        """class -> every project class below it (built once)."""
-        if self._below is None:
-            self._below = {}
-            for cid in self.project.classes:
-                for base in self.project.mro(cid)[1:]:
-                    self._below.setdefault(base, []).append(cid)
-        return self._below
 
     def _called_value(self, fid: str, symbol, depth: int) -> Optional[str]:
         """``factory()`` where ``factory`` is a local or a parameter: what the callable it holds makes."""

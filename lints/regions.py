@@ -273,7 +273,6 @@ class Regions:
         return None
 
 
-
 def _one_state(modes: tuple[Mode, ...]) -> Optional[str]:
     """The inference state that ``modes`` all switch, each torch's own switch written in place; else None."""
     states = {m.mode for m in modes}

@@ -121,6 +121,21 @@ def callee_leaf(func: list) -> str:
     return func[1].rpartition(".")[2] if func[0] == "n" else func[2] if func[0] == "a" else ""
 
 
+def missing_first(fn: dict, guard: int, texts: set[str]) -> Optional[str]:
+    """The one of ``texts`` a test around a fact finds missing or stale first (``if self._buf is None``, a size
+    test, ``if k not in self._cache``: a name in it or below it), in the branch that runs then; None if none."""
+    guards = fn["guards"]
+    while guard >= 0:
+        record = guards[guard]
+        if not record.in_orelse:  # a test that finds the place missing or stale, not one that finds it there
+            for name in record.missing:
+                for text in texts:
+                    if name == text or name.startswith(text + "."):
+                        return text
+        guard = record.parent
+    return None
+
+
 def enclosing_withs(fn: dict, with_index: int) -> Iterator[int]:
     """``with_index`` and the withs around it, innermost first (none for -1)."""
     withs = fn["withs"]

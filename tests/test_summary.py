@@ -200,3 +200,29 @@ def test_the_notable_prefilter_changes_no_result(tmp_path, monkeypatch):
         assert prefiltered == scanned, files
         found += len(prefiltered[0]) + len(prefiltered[1]) + len(prefiltered[3])
     assert len(cases) > 40 and found > 40
+
+
+def test_record_fields_are_the_fields_a_dataclass_declares():
+    text = ("import dataclasses, typing\n"
+            "from dataclasses import dataclass\n"
+            "@dataclass(frozen=True)\n"
+            "class Plan:\n"
+            "    table: 'torch.Tensor | None' = None\n"
+            "    shared: typing.ClassVar[int] = 0\n"
+            "    count: int = 0\n"
+            "    def fill(self): pass\n"
+            "@dataclasses.dataclass\n"
+            "class Scratch:\n"
+            "    buf: object = None\n"
+            "class Plain:\n"
+            "    buf: object = None\n"
+            # decorators that are no names: nothing to read, nothing lost
+            "@registry[0]\n"
+            "@(lambda cls: cls)\n"
+            "@make()()\n"
+            "class Odd:\n"
+            "    x: int = 0\n")
+    classes = _whole(text)["classes"]
+    assert classes["Plan"]["record_fields"] == ["table", "count"]  # a ClassVar is the class's, not a field
+    assert classes["Scratch"]["record_fields"] == ["buf"]
+    assert "record_fields" not in classes["Plain"] and "record_fields" not in classes["Odd"]
