@@ -7,13 +7,15 @@ write through pointers (Triton, CUDA, JIT) never raise, so their arguments are n
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, Optional
 
 from . import names
 from .buffer_allocations import Allocation, BufferKey
 from .buffer_flow import MODULE_BUFFER_VIEWS, SAME_ITEMS, BufferFlow
+from .field_rebinds import FieldRebinds
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD
-from .summary_records import callee_leaf, enclosing_withs, method_call
+from .summary_records import binding_may_reach, callee_leaf, enclosing_withs, method_call
 from .symbols import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL
 
 __all__ = ["Allocation", "BufferKey", "Buffers", "Mutation"]
@@ -43,6 +45,10 @@ _HOLDERS = frozenset("tmfk")
 
 class Buffers(BufferFlow):
     """A project's kept buffers (``allocations``), where they flow (``keys_of``) and are updated (``mutations``)."""
+
+    @functools.cached_property
+    def rebinds(self) -> FieldRebinds:
+        return FieldRebinds(self.project, self.graph, self.provenance, self.matches)
 
     # mutations -----------------------------------------------------------------------
     def _sites(self, fid: str):
@@ -126,6 +132,20 @@ class Buffers(BufferFlow):
                                      for f in fn["assigns"]):
             return None
         return found
+
+    def _local_keys_reaching(self, fid: str, fn: dict, name: list, guard: int, line: int
+                             ) -> Optional[frozenset[BufferKey]]:
+        """The buffers local ``name`` may hold where it is used (an update of it or a view of it, an argument),
+        at ``line`` under ``guard``, where some of its bindings cannot reach there (``g = cache_a()`` in an if's
+        body, ``g = cache_b()`` in its else or after the use). None where every binding may reach it."""
+        bound = [fact for fact in fn["assigns"] if fact.target == name]  # as ``Project.local_values`` has them
+        reaching = [fact for fact in bound if binding_may_reach(fn, (fact.guard, fact.line), (guard, line))]
+        if len(reaching) == len(bound):
+            return None
+        symbol = self.project.resolve(fid, name[1])
+        if symbol is None or symbol.kind != LOCAL or symbol.owner != fid:
+            return None
+        return frozenset().union(*(self.keys_of(fid, fact.value) for fact in reaching))
 
     def _mode_kept(self, fid: str, fn: dict, copy_with: int, update_with: int) -> bool:
         """Whether the copy is no inference tensor the update cannot write: each with around the copy but
@@ -230,13 +250,19 @@ class Buffers(BufferFlow):
                                                if fact.target == receiver and fact.op is None
                                                and fact.value[0] not in _HOLDERS))
                 else:
-                    keys = self.keys_of(fid, receiver)
+                    keys = self._local_keys_reaching(fid, fn, base, mutation.guard, mutation.line) \
+                        if base[0] == "n" and "." not in text and not through_buffers else None
+                    if keys is None:
+                        keys = self.keys_of(fid, receiver)
                 # a field of a kept object (`ws.count += 1`, `self._ws.table[k] = v`) may be an int or a dict: only
                 # a torch method (`ws.topk_idx[n:].fill_(-1)`) or `out=` says that it is a tensor
                 field_write = is_store or mutation.how.startswith("augmented")
                 for key in keys:
                     if field_write and "." in text and key.name.rsplit(".", 1)[-1] != leaf:
                         continue
+                    if key.kind == "attr" and replaced is None and base == ["n", "self." + key.name] \
+                            and self.rebinds.behind_binding(fid, key):
+                        continue  # writes the tensor a caller bound just before (`run_kernel()`, then `validate()`)
                     if is_store and receiver[0] == "s" and any(
                             self.matches(cache, key) for cache in dict_caches.get((key.kind, key.name), ())) \
                             and self._is_container(fid, receiver[1]):
@@ -262,7 +288,7 @@ class Buffers(BufferFlow):
                 continue
             handed_up[callee] = start + len(fresh)
             # a call of a base class's method may run this override (`kernel.stage_inputs(...)`)
-            edges = [e for fid in (callee, *self._overridden(callee)) for e in callers.get(fid, ())]
+            edges = [e for fid in (callee, *self.project.overridden(callee)) for e in callers.get(fid, ())]
             for edge in edges:
                 if edge.call < 0 or edge.how == "argument" or self._is_kernel(edge.caller):
                     continue
@@ -283,15 +309,6 @@ class Buffers(BufferFlow):
                         writers[edge.caller].append((head, mutation))
                         queue.append(edge.caller)
         return writers
-
-    def _overridden(self, fid: str) -> list[str]:
-        """The methods of base classes that method ``fid`` overrides."""
-        cls = self.project.class_of(fid) if self.project.function(fid)["cls"] is not None else None
-        if cls is None:
-            return []
-        name = self.project.function(fid)["name"]
-        return [m for base in self.project.mro(cls)[1:] if (m := self.project.method(base, name)) is not None
-                and self.project.class_of(m) == base]
 
     def _mutations_through_params(self, out: dict[BufferKey, list[Mutation]],
                                   writers: dict[str, list[tuple[str, Mutation]]]) -> None:
@@ -315,7 +332,11 @@ class Buffers(BufferFlow):
                         arg = self.regions.argument_for(target, param, call)
                         if arg is None:
                             continue
-                        keys = self._registered_keys(fid, arg) if mutation.of_module_buffers else self.keys_of(fid, arg)
+                        keys = self._registered_keys(fid, arg) if mutation.of_module_buffers else None
+                        if keys is None and arg[0] == "n" and "." not in arg[1]:
+                            keys = self._local_keys_reaching(fid, fn, arg, call.guard, call.line)
+                        if keys is None:
+                            keys = self.keys_of(fid, arg)
                         for key in keys:
                             how = mutation.how if mutation.entry_fid else \
                                 f"{mutation.how} on parameter `{param}` of {self.project.label(target)}"

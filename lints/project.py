@@ -104,6 +104,15 @@ class Project(ValueClasses, ScopeBindings):
             fn = summary["functions"].get(fn["parent"]) if fn["parent"] else None
         return None
 
+    def overridden(self, fid: str) -> list[str]:
+        """The methods of base classes that method ``fid`` overrides."""
+        cls = self.class_of(fid) if self.function(fid)["cls"] is not None else None
+        if cls is None:
+            return []
+        name = self.function(fid)["name"]
+        return [m for base in self.mro(cls)[1:] if (m := self.method(base, name)) is not None
+                and self.class_of(m) == base]
+
     def subclasses(self, cid: str) -> list[str]:
         """Every project class below class ``cid``, in the project's order (the index built once)."""
         if self._below is None:

@@ -136,6 +136,32 @@ def missing_first(fn: dict, guard: int, texts: set[str]) -> Optional[str]:
     return None
 
 
+def binding_may_reach(fn: dict, binding: tuple[int, int], use: tuple[int, int]) -> bool:
+    """Whether a binding of a local may be what a later use of it reads, each given as (guard, line): not where
+    the binding comes after the use, or sits in another branch of an if than the use (the body and the else, an
+    elif's branch), unless a loop or try around both could run the use after it."""
+    if any(start <= binding[1] <= end and start <= use[1] <= end for start, end in fn["blocks"]):
+        return True
+    return binding[1] <= use[1] and not _exclusive_branches(fn, binding[0], use[0])
+
+
+def _exclusive_branches(fn: dict, first: int, second: int) -> bool:
+    guards = fn["guards"]
+    branches: dict[tuple[int, int], bool] = {}  # (the if's line, the branch around the if) -> in its else
+    guard = first
+    while guard >= 0:
+        record = guards[guard]
+        branches[(record.line, record.parent)] = record.in_orelse
+        guard = record.parent
+    guard = second
+    while guard >= 0:
+        record = guards[guard]
+        if branches.get((record.line, record.parent), record.in_orelse) != record.in_orelse:
+            return True
+        guard = record.parent
+    return False
+
+
 def enclosing_withs(fn: dict, with_index: int) -> Iterator[int]:
     """``with_index`` and the withs around it, innermost first (none for -1)."""
     withs = fn["withs"]
