@@ -64,35 +64,41 @@ class FieldRebinds:
         return found
 
     def _binds_before(self, fid: str, fn: dict, key: BufferKey, line: Optional[int], depth: int) -> bool:
-        """Whether a statement of ``fid`` that always runs, before ``line`` (None: anywhere), binds the field
-        to a new tensor, itself or through a method of ``self`` it calls."""
+        return self._binding_line(fid, fn, key, line, depth) is not None
+
+    def _binding_line(self, fid: str, fn: dict, key: BufferKey, line: Optional[int], depth: int) -> Optional[int]:
+        """Where ``fid`` last binds the field to a new tensor before ``line`` (None: its end), by a statement that
+        always runs or a method of ``self`` called so that always binds it; None where it does not, or where a
+        binding to anything else comes later (``self.ws = None``, ``self.ws = self._saved``)."""
         field = "self." + key.name
-        for fact in fn["assigns"]:
-            if (fact.op is None and fact.target == ["n", field] and (line is None or fact.line < line)
-                    and _always_runs(fn, fact.line, fact.guard) and self._names_key(fid, field, key)
-                    and self.provenance.fresh(fid, fact.value)):
-                return True
-        if depth >= _MAX_DEPTH:
-            return False
-        for index, call in enumerate(fn["calls"]):
-            if (line is None or call.line < line) and _always_runs(fn, call.line, call.guard) \
-                    and self._on_self(fid, index):
-                targets = self.graph.call_targets(fid, index)
+        events = [(fact.line, fact) for fact in fn["assigns"] if fact.op is None and fact.target == ["n", field]
+                  and (line is None or fact.line < line)]
+        if depth < _MAX_DEPTH:
+            events.extend((call.line, index) for index, call in enumerate(fn["calls"])
+                          if (line is None or call.line < line) and _always_runs(fn, call.line, call.guard)
+                          and self._on_self(fid, index))
+        for at, event in sorted(events, key=lambda pair: pair[0], reverse=True):
+            if type(event) is int:  # a method of `self`: binds it, or leaves it as it was (not followed further)
+                targets = self.graph.call_targets(fid, event)
                 targets = targets + [o for t in targets for o in self.provenance.overrides(t) if o not in targets]
                 if targets and all(self._always_binds(t, key, depth + 1) for t in targets):
-                    return True
-        return False
+                    return at
+            elif not (self._names_key(fid, field, key) and self.provenance.fresh(fid, event.value)):
+                return None
+            elif _always_runs(fn, event.line, event.guard):
+                return at
+        return None
 
     def _always_binds(self, fid: str, key: BufferKey, depth: int) -> bool:
-        """Whether a call of method ``fid`` binds the field before it may return (a generator's call runs none
-        of its body)."""
+        """Whether a call of method ``fid`` binds the field before it may return, and leaves it so (a generator's
+        call runs none of its body)."""
         memo = (fid, key, depth)
         found = self._always.get(memo)
         if found is None:
             fn = self.project.function(fid)
             rets = fn["rets"]
-            found = not any(r.is_yield for r in rets) and \
-                self._binds_before(fid, fn, key, min((r.line for r in rets), default=None), depth)
+            bound = None if any(r.is_yield for r in rets) else self._binding_line(fid, fn, key, None, depth)
+            found = bound is not None and all(bound < r.line for r in rets)
             self._always[memo] = found
         return found
 

@@ -422,6 +422,34 @@ class LazyBufferMutatedInPlace(Rule):
         "        if n > 4:\n"
         "            g = get_b(n)\n"
         "        n -= 1\n",
+        # a binding undone before the update: set to None (the lazy check runs again), or to a kept tensor
+        "import torch\n"
+        "class Tester:\n"
+        "    def prepare(self):\n"
+        "        if self.ws is None:\n"
+        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
+        "    def _check(self):\n"
+        "        self.ws.zero_()\n"
+        "    def run(self, n):\n"
+        "        self.ws = torch.zeros(n)\n"
+        "        self.ws = None\n"
+        "        self.prepare()\n"
+        "        self._check()\n",
+        "import torch\n"
+        "class Tester:\n"
+        "    def prepare(self):\n"
+        "        if self.ws is None:\n"
+        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
+        "    def _check(self):\n"
+        "        self.ws.zero_()\n"
+        "    def launch(self, n, x):\n"
+        "        self.ws = torch.zeros(n)\n"
+        "        if x:\n"
+        "            return\n"
+        "        self.ws = self._saved\n"
+        "    def step(self, n):\n"
+        "        self.launch(n, False)\n"
+        "        self._check()\n",
     )
     VALID = (
         # `+=` on a local bound to a tuple or a number rebinds it: the buffer in it is not written
