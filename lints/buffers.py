@@ -14,8 +14,9 @@ from . import names
 from .buffer_allocations import Allocation, BufferKey
 from .buffer_flow import MODULE_BUFFER_VIEWS, SAME_ITEMS, BufferFlow
 from .field_rebinds import FieldRebinds
+from .provenance import COPYING_METHODS
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD
-from .summary_records import binding_may_reach, callee_leaf, enclosing_withs, method_call
+from .summary_records import binding_may_reach, callee_leaf, deferred_calls, enclosing_withs, method_call
 from .symbols import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL
 
 __all__ = ["Allocation", "BufferKey", "Buffers", "Mutation"]
@@ -48,7 +49,7 @@ class Buffers(BufferFlow):
 
     @functools.cached_property
     def rebinds(self) -> FieldRebinds:
-        return FieldRebinds(self.project, self.graph, self.provenance, self.matches)
+        return FieldRebinds(self.project, self.graph, self.provenance, self.matches, self._always_new_tensor)
 
     # mutations -----------------------------------------------------------------------
     def _sites(self, fid: str):
@@ -133,14 +134,18 @@ class Buffers(BufferFlow):
             return None
         return found
 
-    def _local_keys_reaching(self, fid: str, fn: dict, name: list, guard: int, line: int
+    def _local_keys_reaching(self, fid: str, fn: dict, name: list, guard: int, line: int, col: int
                              ) -> Optional[frozenset[BufferKey]]:
         """The buffers local ``name`` may hold where it is used (an update of it or a view of it, an argument),
-        at ``line`` under ``guard``, where some of its bindings cannot reach there (``g = cache_a()`` in an if's
-        body, ``g = cache_b()`` in its else or after the use). None where every binding may reach it."""
+        at ``line``, ``col`` under ``guard``, where some of its bindings cannot reach there (``g = cache_a()`` in
+        an if's body, ``g = cache_b()`` in its else or after the use). None where every binding may reach it, and
+        for a use in a lambda or a comprehension (it may run after any of them)."""
         bound = [fact for fact in fn["assigns"] if fact.target == name]  # as ``Project.local_values`` has them
         reaching = [fact for fact in bound if binding_may_reach(fn, (fact.guard, fact.line), (guard, line))]
         if len(reaching) == len(bound):
+            return None
+        calls = fn["calls"]
+        if any((calls[index].line, calls[index].col) == (line, col) for index in deferred_calls(fn)):
             return None
         symbol = self.project.resolve(fid, name[1])
         if symbol is None or symbol.kind != LOCAL or symbol.owner != fid:
@@ -191,6 +196,21 @@ class Buffers(BufferFlow):
         # a method of ours of that name (`ring.roll()`) counts only where none of them hands out a buffer
         return receiver is not None and method in names.FRESH_TENSOR_METHODS and not any(
             self.returned(target) for target in self.project.methods_named(method))
+
+    def _always_new_tensor(self, fid: str, value: list) -> bool:
+        """Whether ``value`` is always a new tensor that holds no buffer: ``_fresh_tensor``'s, or a view or copy
+        of one (``torch.zeros(n).to(device)``); not ``torch.zeros(n) if c else self.ws``."""
+        calls = self.project.function(fid)["calls"]
+        for _depth in range(8):
+            if self._fresh_tensor(fid, value):
+                return True
+            if value[0] != "c":
+                return False
+            receiver, method = method_call(calls[value[1]].func)
+            if receiver is None or method not in names.VIEW_METHODS and method not in COPYING_METHODS:
+                return False
+            value = receiver
+        return False
 
     def _is_kernel(self, fid: str) -> bool:
         return any(names.is_kernel_decorator(target) for target in self._decorators(fid))
@@ -250,7 +270,7 @@ class Buffers(BufferFlow):
                                                if fact.target == receiver and fact.op is None
                                                and fact.value[0] not in _HOLDERS))
                 else:
-                    keys = self._local_keys_reaching(fid, fn, base, mutation.guard, mutation.line) \
+                    keys = self._local_keys_reaching(fid, fn, base, mutation.guard, mutation.line, mutation.col) \
                         if base[0] == "n" and "." not in text and not through_buffers else None
                     if keys is None:
                         keys = self.keys_of(fid, receiver)
@@ -334,7 +354,7 @@ class Buffers(BufferFlow):
                             continue
                         keys = self._registered_keys(fid, arg) if mutation.of_module_buffers else None
                         if keys is None and arg[0] == "n" and "." not in arg[1]:
-                            keys = self._local_keys_reaching(fid, fn, arg, call.guard, call.line)
+                            keys = self._local_keys_reaching(fid, fn, arg, call.guard, call.line, call.col)
                         if keys is None:
                             keys = self.keys_of(fid, arg)
                         for key in keys:

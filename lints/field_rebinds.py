@@ -1,15 +1,24 @@
 """Updates of a field that run only after the same object's field was bound to a new tensor.
 
 ``run()`` calls ``self.launch()``, which always does ``self.ws = torch.zeros(n)``, and then
-``self.validate()``, whose ``self.ws.zero_()`` therefore writes ``launch``'s tensor: never the one a lazy
-``if self.ws is None: self.ws = torch.zeros(8)`` made in an earlier call. An update is behind such a
-binding when each project caller of its method calls it on ``self`` at a point the binding always comes
-before: a statement of the caller's own that runs whenever the function does (no if-branch, loop, try or
-match around it), or a method of ``self`` called so that always binds the field before it may return. A
-method no project code calls is not behind anything: its callers are not known.
+``self.validate()``, whose ``self.ws.zero_()`` therefore writes a tensor made in that same call of ``run``:
+never one a lazy ``if self.ws is None: self.ws = torch.zeros(8)`` made in an earlier call. An update is behind
+such a binding when each project caller of its method calls it on ``self``, then and there (not in a lambda,
+a comprehension or a generator that may run later), at a point the binding always comes before:
 
-A lazy allocation run between the binding and the update (a size test under another grad mode) is not
-followed: what this says lets the rules say less, never more.
+- a statement of the caller's own that runs whenever the function does (no if-branch, loop, try, match case
+  or with around it), whose value is always a new tensor (``torch.zeros(n)``, ``torch.zeros(n).to(d)``; not
+  ``torch.zeros(n) if c else self.ws``), with no later binding of the field to anything else before the call;
+- a method of ``self`` (undecorated, not a generator), called as a statement of that kind, that always binds
+  the field so before it may return;
+- or the caller is itself reached only that way.
+
+A method no project code calls, one the project takes as a value (``self.step = self.validate``), and a caller
+that may yield between the binding and the call are not behind anything: their callers are not known.
+
+A lazy allocation run between the binding and the update (``self.ensure(n)`` growing the field) makes a tensor
+that the next call of the caller replaces again: only a grad-mode switch between the two (a ``with`` around one
+of them) could make them differ, and that is not followed.
 """
 from __future__ import annotations
 
@@ -19,7 +28,7 @@ from .buffer_allocations import BufferKey
 from .callgraph import CallGraph
 from .project import Project
 from .provenance import Provenance
-from .summary_records import method_call
+from .summary_records import deferred_calls, method_call
 from .symbols import FIELD
 
 _MAX_DEPTH = 6
@@ -27,16 +36,22 @@ _MAX_DEPTH = 6
 
 class FieldRebinds:
     def __init__(self, project: Project, graph: CallGraph, provenance: Provenance,
-                 matches: Callable[[BufferKey, BufferKey], bool]) -> None:
-        """``matches``: whether two keys name one buffer (a field of a base class and of a subclass)."""
+                 matches: Callable[[BufferKey, BufferKey], bool],
+                 always_new: Callable[[str, list], bool]) -> None:
+        """``matches``: whether two keys name one buffer (a field of a base class and of a subclass);
+        ``always_new``: whether a value in a function is always a new tensor that holds no buffer."""
         self.project = project
         self.graph = graph
         self.provenance = provenance
         self.matches = matches
+        self.always_new = always_new
         # answers by depth too: each is then the same wherever the walk began, and a cycle of calls ends at the
         # depth limit
-        self._behind: dict[tuple[str, BufferKey, int, int], bool] = {}
+        self._behind: dict[tuple[str, BufferKey, int, int, int], bool] = {}
         self._always: dict[tuple[str, BufferKey, int], bool] = {}
+        self._deferred: dict[str, frozenset[int]] = {}
+        self._taken_as_values: Optional[frozenset[str]] = None
+        self._by_name: dict[str, bool] = {}
 
     def behind_binding(self, fid: str, key: BufferKey) -> bool:
         """Whether every project call of method ``fid`` runs it after ``self.<key.name>`` was bound to a new
@@ -44,38 +59,45 @@ class FieldRebinds:
         return self._callers_bind(fid, key, 0)
 
     def _callers_bind(self, fid: str, key: BufferKey, depth: int) -> bool:
-        if depth > _MAX_DEPTH or self.project.function(fid)["cls"] is None:
+        fn = self.project.function(fid)
+        if depth > _MAX_DEPTH or fn["cls"] is None or fn["name"] in self._values_taken() \
+                or self._dispatches_by_name(self.project.class_of(fid)):
             return False
         edges = list(self.graph.callers().get(fid, ()))
         for base in self.project.overridden(fid):  # `self.validate()` in a base may run this override
             edges.extend(e for e in self.graph.callers().get(base, ()) if self._on_self(e.caller, e.call))
         if not edges:
             return False
-        return all(e.how == "call" and self._on_self(e.caller, e.call) and self._bound_at(e.caller, key, e.line, depth)
-                   for e in edges)
+        return all(e.how == "call" and self._on_self(e.caller, e.call) and e.call not in self.deferred(e.caller)
+                   and self._bound_at(e.caller, key, e.line, e.call, depth) for e in edges)
 
-    def _bound_at(self, fid: str, key: BufferKey, line: int, depth: int) -> bool:
-        memo = (fid, key, line, depth)
+    def _bound_at(self, fid: str, key: BufferKey, line: int, call: int, depth: int) -> bool:
+        memo = (fid, key, line, call, depth)
         found = self._behind.get(memo)
         if found is None:
             fn = self.project.function(fid)
-            found = self._binds_before(fid, fn, key, line, depth) or self._callers_bind(fid, key, depth + 1)
+            found = not any(r.is_yield for r in fn["rets"]) and (
+                self._binding_line(fid, fn, key, line, call, depth) is not None
+                or self._callers_bind(fid, key, depth + 1))
             self._behind[memo] = found
         return found
 
-    def _binds_before(self, fid: str, fn: dict, key: BufferKey, line: Optional[int], depth: int) -> bool:
-        return self._binding_line(fid, fn, key, line, depth) is not None
-
-    def _binding_line(self, fid: str, fn: dict, key: BufferKey, line: Optional[int], depth: int) -> Optional[int]:
+    def _binding_line(self, fid: str, fn: dict, key: BufferKey, line: Optional[int], call: int,
+                      depth: int) -> Optional[int]:
         """Where ``fid`` last binds the field to a new tensor before ``line`` (None: its end), by a statement that
         always runs or a method of ``self`` called so that always binds it; None where it does not, or where a
-        binding to anything else comes later (``self.ws = None``, ``self.ws = self._saved``)."""
+        binding to anything else comes later (``self.ws = None``, ``self.ws = self._saved``). ``call``: the call
+        being asked about, which a binding's own value (``self.ws = torch.zeros(self.drain(n))``) runs first."""
         field = "self." + key.name
+        calls = fn["calls"]
         events = [(fact.line, fact) for fact in fn["assigns"] if fact.op is None and fact.target == ["n", field]
-                  and (line is None or fact.line < line)]
+                  and (line is None or fact.line < line) and call not in _calls_in(calls, fact.value)]
         if depth < _MAX_DEPTH:
-            events.extend((call.line, index) for index, call in enumerate(fn["calls"])
-                          if (line is None or call.line < line) and _always_runs(fn, call.line, call.guard)
+            column = _statement_column(fn)
+            deferred = self.deferred(fid)
+            events.extend((record.line, index) for index, record in enumerate(calls)
+                          if (line is None or record.line < line) and record.col == column
+                          and index not in deferred and _always_runs(fn, record.line, record.guard, record.with_index)
                           and self._on_self(fid, index))
         for at, event in sorted(events, key=lambda pair: pair[0], reverse=True):
             if type(event) is int:  # a method of `self`: binds it, or leaves it as it was (not followed further)
@@ -83,23 +105,75 @@ class FieldRebinds:
                 targets = targets + [o for t in targets for o in self.provenance.overrides(t) if o not in targets]
                 if targets and all(self._always_binds(t, key, depth + 1) for t in targets):
                     return at
-            elif not (self._names_key(fid, field, key) and self.provenance.fresh(fid, event.value)):
+            elif not (self._names_key(fid, field, key) and self.always_new(fid, event.value)):
                 return None
-            elif _always_runs(fn, event.line, event.guard):
+            elif _always_runs(fn, event.line, event.guard, event.with_index):
                 return at
         return None
 
     def _always_binds(self, fid: str, key: BufferKey, depth: int) -> bool:
-        """Whether a call of method ``fid`` binds the field before it may return, and leaves it so (a generator's
-        call runs none of its body)."""
+        """Whether a call of method ``fid`` binds the field before it may return, and leaves it so (a decorator
+        may skip the body, a generator's call runs none of it)."""
         memo = (fid, key, depth)
         found = self._always.get(memo)
         if found is None:
             fn = self.project.function(fid)
             rets = fn["rets"]
-            bound = None if any(r.is_yield for r in rets) else self._binding_line(fid, fn, key, None, depth)
+            bound = None if fn["dec"] or any(r.is_yield for r in rets) else \
+                self._binding_line(fid, fn, key, None, -1, depth)
             found = bound is not None and all(bound < r.line for r in rets)
             self._always[memo] = found
+        return found
+
+    def deferred(self, fid: str) -> frozenset[int]:
+        """The calls of ``fid`` in a lambda or a comprehension (``summary_records.deferred_calls``), once."""
+        found = self._deferred.get(fid)
+        if found is None:
+            found = self._deferred[fid] = deferred_calls(self.project.function(fid))
+        return found
+
+    def _values_taken(self) -> frozenset[str]:
+        """The attribute names the project takes as values anywhere (``self.step = self.validate``,
+        ``register(self.validate)``): a method of such a name may be called where no call names it."""
+        if self._taken_as_values is None:
+            taken: set[str] = set()
+            for _summary, fn in self.project.functions.values():
+                values = [fact.value for fact in fn["assigns"]] + [ret.value for ret in fn["rets"]]
+                for call in fn["calls"]:
+                    values.extend(call.args)
+                    values.extend(call.kwargs.values())
+                while values:
+                    value = values.pop()
+                    if value[0] == "n" and "." in value[1]:  # a bound method is an attribute (`self.validate`)
+                        taken.add(value[1].rpartition(".")[2])
+                    elif value[0] in "tb":
+                        values.extend(value[1])
+                    elif value[0] in "ilm":
+                        values.extend(part for part in value[1:] if part)
+            self._taken_as_values = frozenset(taken)
+        return self._taken_as_values
+
+    def _dispatches_by_name(self, cid: Optional[str]) -> bool:
+        """Whether a method of the class, of a base or of a subclass calls ``getattr(self, name)`` with a name not
+        spelt out: any method of the class may run there."""
+        if cid is None or cid not in self.project.classes:
+            return True
+        found = self._by_name.get(cid)
+        if found is None:
+            project = self.project
+            found = False
+            for klass in (*project.mro(cid), *project.subclasses(cid)):
+                if klass not in project.classes:
+                    continue
+                for method in project.classes[klass][1]["methods"]:
+                    fid = project.method(klass, method)
+                    if fid is None:
+                        continue
+                    for call in project.function(fid)["calls"]:
+                        if call.func == ["n", "getattr"] and call.args[:1] == [["n", "self"]] and (
+                                len(call.args) < 2 or call.args[1][0] != "k"):
+                            found = True
+            self._by_name[cid] = found
         return found
 
     def _on_self(self, fid: str, index: int) -> bool:
@@ -119,7 +193,36 @@ class FieldRebinds:
         return self.matches(key, BufferKey("attr", symbol.target, symbol.name))
 
 
-def _always_runs(fn: dict, line: int, guard: int) -> bool:
-    """Whether a statement runs whenever its function reaches it in order: under no if-branch, loop, try or
-    match case."""
-    return guard < 0 and not any(first <= line <= last for first, last in fn["blocks"])
+def _always_runs(fn: dict, line: int, guard: int, with_index: int) -> bool:
+    """Whether a statement runs whenever its function reaches it in order: under no if-branch, loop, try, match
+    case, or with (whose context may swallow an exception raised before it)."""
+    return guard < 0 and with_index < 0 and not any(first <= line <= last for first, last in fn["blocks"])
+
+
+def _statement_column(fn: dict) -> int:
+    """The column the function's body statements start at: the least of its records' (a call that starts a
+    statement there is a statement of its own, or its value's first part, which always runs)."""
+    columns = [record.col for field in ("calls", "assigns") for record in fn[field]]
+    return min(columns) if columns else -1
+
+
+def _calls_in(calls: list, value: list) -> set[int]:
+    """The calls an expression runs (its calls' arguments' too)."""
+    found: set[int] = set()
+    stack = [value]
+    while stack:
+        expr = stack.pop()
+        if not isinstance(expr, list) or not expr:
+            continue
+        if expr[0] == "c":
+            if expr[1] not in found:
+                found.add(expr[1])
+                call = calls[expr[1]]
+                stack.append(call.func)
+                stack.extend(call.args)
+                stack.extend(call.kwargs.values())
+        elif expr[0] in "tb":
+            stack.extend(expr[1])
+        else:
+            stack.extend(part for part in expr[1:] if isinstance(part, list))
+    return found

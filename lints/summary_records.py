@@ -139,8 +139,9 @@ def missing_first(fn: dict, guard: int, texts: set[str]) -> Optional[str]:
 def binding_may_reach(fn: dict, binding: tuple[int, int], use: tuple[int, int]) -> bool:
     """Whether a binding of a local may be what a later use of it reads, each given as (guard, line): not where
     the binding comes after the use, or sits in another branch of an if than the use (the body and the else, an
-    elif's branch), unless a loop or try around both could run the use after it."""
-    if any(start <= binding[1] <= end and start <= use[1] <= end for start, end in fn["blocks"]):
+    elif's branch), unless a loop or try around both (the line before a body counted in: a while test runs again
+    after it) could run the use after it."""
+    if any(start - 1 <= binding[1] <= end and start - 1 <= use[1] <= end for start, end in fn["blocks"]):
         return True
     return binding[1] <= use[1] and not _exclusive_branches(fn, binding[0], use[0])
 
@@ -160,6 +161,36 @@ def _exclusive_branches(fn: dict, first: int, second: int) -> bool:
             return True
         guard = record.parent
     return False
+
+
+def deferred_calls(fn: dict) -> frozenset[int]:
+    """The calls of a function written in a lambda or a comprehension's element: they run later (a lambda, a
+    generator), any number of times, or not at all, not where the statement holding them runs."""
+    calls = fn["calls"]
+    roots = [fact.value for fact in fn["assigns"]] + [ret.value for ret in fn["rets"]]
+    for call in calls:
+        roots.extend(call.args)
+        roots.extend(call.kwargs.values())
+        roots.append(call.func)
+    for record in fn["withs"]:
+        roots.extend(item.expr for item in record.items)
+    found: set[int] = set()
+    stack = [(root, False) for root in roots]
+    while stack:
+        expr, deferred = stack.pop()
+        tag = expr[0] if isinstance(expr, list) and expr else None
+        if tag == "c":
+            if deferred and expr[1] not in found:
+                found.add(expr[1])
+                call = calls[expr[1]]
+                stack.extend((part, True) for part in (call.func, *call.args, *call.kwargs.values()))
+        elif tag in ("t", "b"):
+            stack.extend((part, deferred) for part in expr[1])
+        elif tag in ("l", "m"):
+            stack.extend((part, True) for part in expr[1:] if isinstance(part, list))
+        elif tag is not None:
+            stack.extend((part, deferred) for part in expr[1:] if isinstance(part, list))
+    return frozenset(found)
 
 
 def enclosing_withs(fn: dict, with_index: int) -> Iterator[int]:
