@@ -16,7 +16,7 @@ from .buffer_flow import MODULE_BUFFER_VIEWS, SAME_ITEMS, BufferFlow
 from .field_rebinds import FieldRebinds
 from .provenance import COPYING_METHODS
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD
-from .summary_records import binding_may_reach, callee_leaf, deferred_calls, enclosing_withs, method_call
+from .summary_records import binding_may_reach, callee_leaf, enclosing_withs, method_call
 from .symbols import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL
 
 __all__ = ["Allocation", "BufferKey", "Buffers", "Mutation"]
@@ -145,7 +145,7 @@ class Buffers(BufferFlow):
         if len(reaching) == len(bound):
             return None
         calls = fn["calls"]
-        if any((calls[index].line, calls[index].col) == (line, col) for index in deferred_calls(fn)):
+        if any((calls[index].line, calls[index].col) == (line, col) for index in self.rebinds.deferred(fid)):
             return None
         symbol = self.project.resolve(fid, name[1])
         if symbol is None or symbol.kind != LOCAL or symbol.owner != fid:

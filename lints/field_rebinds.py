@@ -31,7 +31,7 @@ from .provenance import Provenance
 from .summary_records import deferred_calls, method_call
 from .symbols import FIELD
 
-_MAX_DEPTH = 6
+_MAX_DEPTH = 3
 
 
 class FieldRebinds:
@@ -49,6 +49,8 @@ class FieldRebinds:
         # depth limit
         self._behind: dict[tuple[str, BufferKey, int, int, int], bool] = {}
         self._always: dict[tuple[str, BufferKey, int], bool] = {}
+        self._callers: dict[tuple[str, BufferKey, int], bool] = {}
+        self._event_lists: dict[tuple[str, str], list] = {}
         self._deferred: dict[str, frozenset[int]] = {}
         self._taken_as_values: Optional[frozenset[str]] = None
         self._by_name: dict[str, bool] = {}
@@ -59,17 +61,24 @@ class FieldRebinds:
         return self._callers_bind(fid, key, 0)
 
     def _callers_bind(self, fid: str, key: BufferKey, depth: int) -> bool:
+        memo = (fid, key, depth)
+        found = self._callers.get(memo)
+        if found is None:
+            found = self._callers[memo] = self._all_callers_bind(fid, key, depth)
+        return found
+
+    def _all_callers_bind(self, fid: str, key: BufferKey, depth: int) -> bool:
         fn = self.project.function(fid)
-        if depth > _MAX_DEPTH or fn["cls"] is None or fn["name"] in self._values_taken() \
-                or self._dispatches_by_name(self.project.class_of(fid)):
+        if depth > _MAX_DEPTH or fn["cls"] is None:
             return False
         edges = list(self.graph.callers().get(fid, ()))
         for base in self.project.overridden(fid):  # `self.validate()` in a base may run this override
             edges.extend(e for e in self.graph.callers().get(base, ()) if self._on_self(e.caller, e.call))
-        if not edges:
-            return False
-        return all(e.how == "call" and self._on_self(e.caller, e.call) and e.call not in self.deferred(e.caller)
-                   and self._bound_at(e.caller, key, e.line, e.call, depth) for e in edges)
+        # the project-wide questions last: most methods have a caller that binds nothing
+        return bool(edges) and all(
+            e.how == "call" and self._on_self(e.caller, e.call) and e.call not in self.deferred(e.caller)
+            and self._bound_at(e.caller, key, e.line, e.call, depth) for e in edges) \
+            and fn["name"] not in self._values_taken() and not self._dispatches_by_name(self.project.class_of(fid))
 
     def _bound_at(self, fid: str, key: BufferKey, line: int, call: int, depth: int) -> bool:
         memo = (fid, key, line, call, depth)
@@ -88,28 +97,44 @@ class FieldRebinds:
         always runs or a method of ``self`` called so that always binds it; None where it does not, or where a
         binding to anything else comes later (``self.ws = None``, ``self.ws = self._saved``). ``call``: the call
         being asked about, which a binding's own value (``self.ws = torch.zeros(self.drain(n))``) runs first."""
-        field = "self." + key.name
-        calls = fn["calls"]
-        events = [(fact.line, fact) for fact in fn["assigns"] if fact.op is None and fact.target == ["n", field]
-                  and (line is None or fact.line < line) and call not in _calls_in(calls, fact.value)]
-        if depth < _MAX_DEPTH:
-            column = _statement_column(fn)
-            deferred = self.deferred(fid)
-            events.extend((record.line, index) for index, record in enumerate(calls)
-                          if (line is None or record.line < line) and record.col == column
-                          and index not in deferred and _always_runs(fn, record.line, record.guard, record.with_index)
-                          and self._on_self(fid, index))
-        for at, event in sorted(events, key=lambda pair: pair[0], reverse=True):
-            if type(event) is int:  # a method of `self`: binds it, or leaves it as it was (not followed further)
-                targets = self.graph.call_targets(fid, event)
-                targets = targets + [o for t in targets for o in self.provenance.overrides(t) if o not in targets]
-                if targets and all(self._always_binds(t, key, depth + 1) for t in targets):
+        for at, fact, inside in self._events(fid, fn, key):
+            if line is not None and at >= line:
+                continue
+            if fact is None:  # a method of `self`: binds it, or leaves it as it was (not followed further)
+                if depth < _MAX_DEPTH and all(self._always_binds(t, key, depth + 1) for t in inside):
                     return at
-            elif not (self._names_key(fid, field, key) and self.always_new(fid, event.value)):
+            elif call in inside:
+                continue
+            elif not (self._names_key(fid, "self." + key.name, key) and self.always_new(fid, fact.value)):
                 return None
-            elif _always_runs(fn, event.line, event.guard, event.with_index):
+            elif _always_runs(fn, fact.line, fact.guard, fact.with_index):
                 return at
         return None
+
+    def _events(self, fid: str, fn: dict, key: BufferKey) -> list[tuple[int, object, object]]:
+        """What may bind the field in ``fid``, last first: (line, the assignment, the calls in its value) for a
+        binding, (line, None, the methods it may run) for a call of a method of ``self`` made as a statement that
+        always runs."""
+        memo = (fid, key.name)
+        found = self._event_lists.get(memo)
+        if found is not None:
+            return found
+        field = ["n", "self." + key.name]
+        calls = fn["calls"]
+        found = [(fact.line, fact, _calls_in(calls, fact.value)) for fact in fn["assigns"]
+                 if fact.op is None and fact.target == field]
+        column = _statement_column(fn)
+        deferred = self.deferred(fid)
+        for index, record in enumerate(calls):
+            if record.col == column and index not in deferred \
+                    and _always_runs(fn, record.line, record.guard, record.with_index) and self._on_self(fid, index):
+                targets = self.graph.call_targets(fid, index)
+                targets = targets + [o for t in targets for o in self.provenance.overrides(t) if o not in targets]
+                if targets:
+                    found.append((record.line, None, targets))
+        found.sort(key=lambda event: event[0], reverse=True)
+        self._event_lists[memo] = found
+        return found
 
     def _always_binds(self, fid: str, key: BufferKey, depth: int) -> bool:
         """Whether a call of method ``fid`` binds the field before it may return, and leaves it so (a decorator
@@ -133,15 +158,14 @@ class FieldRebinds:
         return found
 
     def _values_taken(self) -> frozenset[str]:
-        """The attribute names the project takes as values anywhere (``self.step = self.validate``,
-        ``register(self.validate)``): a method of such a name may be called where no call names it."""
+        """The attribute names the project stores or returns as values anywhere (``self.step = self.validate``,
+        ``return self.validate``): a method of such a name may be called where no call names it. (One handed to a
+        call, ``register(self.validate)``, is the call graph's "argument" edge.)"""
         if self._taken_as_values is None:
             taken: set[str] = set()
             for _summary, fn in self.project.functions.values():
-                values = [fact.value for fact in fn["assigns"]] + [ret.value for ret in fn["rets"]]
-                for call in fn["calls"]:
-                    values.extend(call.args)
-                    values.extend(call.kwargs.values())
+                values = [fact.value for fact in fn["assigns"] if fact.value[0] != "c"]
+                values.extend(ret.value for ret in fn["rets"] if ret.value[0] != "c")
                 while values:
                     value = values.pop()
                     if value[0] == "n" and "." in value[1]:  # a bound method is an attribute (`self.validate`)
