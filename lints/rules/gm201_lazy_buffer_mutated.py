@@ -9,6 +9,49 @@ from ..regions import INFERENCE, INFERENCE_OFF
 from ..rule import Rule
 
 
+# Headers shared by the examples of an update behind a caller's binding and of a local's reaching bindings.
+_LAZY_TESTER = (
+    "import torch\n"
+    "class Tester:\n"
+    "    def prepare(self):\n"
+    "        if self.ws is None:\n"
+    "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
+    "    def _check(self):\n"
+    "        self.ws.zero_()\n"
+)
+_LAZY_T = (
+    "import torch\n"
+    "class T:\n"
+    "    def __init__(self):\n"
+    "        self.ws = None\n"
+    "    def prepare(self):\n"
+    "        if self.ws is None:\n"
+    "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
+)
+_LAZY_PROPERTY = (
+    "import torch\n"
+    "class T:\n"
+    "    def __init__(self):\n"
+    "        self._ws = None\n"
+    "    @property\n"
+    "    def workspace(self):\n"
+    "        if self._ws is None:\n"
+    "            self._ws = torch.zeros(8)  # expect: GM201:13\n"
+    "        return self._ws\n"
+)
+_CACHE_B = (
+    "import torch\n"
+    "_B = {}\n"
+    "def get_b(n):\n"
+    "    t = _B.get(n)\n"
+    "    if t is None:\n"
+    "        t = torch.zeros(n)\n"
+    "        _B[n] = t\n"
+    "    return t\n"
+)
+_CACHE_B_REPORTED = _CACHE_B.replace("torch.zeros(n)\n", "torch.zeros(n)  # expect: GM201:9\n")
+
+
 class LazyBufferMutatedInPlace(Rule):
     CODE = "GM201"
     NAME = "lazy-buffer-mutated-in-place"
@@ -304,23 +347,11 @@ class LazyBufferMutatedInPlace(Rule):
         "        self.pool[0].add_(x)\n",
         # a binding the update may run before: the method called first, a binding that may return before it, a
         # caller that binds nothing, a binding in a loop or under an if, a generator's, another object's method
-        "import torch\n"
-        "class Tester:\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
-        "    def _check(self):\n"
-        "        self.ws.zero_()\n"
+        _LAZY_TESTER +
         "    def run(self, n):\n"
         "        self._check()\n"
         "        self.ws = torch.zeros(n)\n",
-        "import torch\n"
-        "class Tester:\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
-        "    def _check(self):\n"
-        "        self.ws.zero_()\n"
+        _LAZY_TESTER +
         "    def grow(self, n):\n"
         "        if n < 0:\n"
         "            return\n"
@@ -328,78 +359,40 @@ class LazyBufferMutatedInPlace(Rule):
         "    def run(self, n):\n"
         "        self.grow(n)\n"
         "        self._check()\n",
-        "import torch\n"
-        "class Tester:\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
-        "    def _check(self):\n"
-        "        self.ws.zero_()\n"
+        _LAZY_TESTER +
         "    def run(self, n):\n"
         "        self.ws = torch.zeros(n)\n"
         "        self._check()\n"
         "    def step(self):\n"
         "        self._check()\n",
-        "import torch\n"
-        "class Tester:\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
-        "    def _check(self):\n"
-        "        self.ws.zero_()\n"
+        _LAZY_TESTER +
         "    def run(self, n):\n"
         "        for _ in range(n):\n"
         "            self.ws = torch.zeros(n)\n"
         "        if n:\n"
         "            self.ws = torch.zeros(n)\n"
         "        self._check()\n",
-        "import torch\n"
-        "class Tester:\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
-        "    def _check(self):\n"
-        "        self.ws.zero_()\n"
+        _LAZY_TESTER +
         "    def gen(self, n):\n"
         "        self.ws = torch.zeros(n)\n"
         "        yield 1\n"
         "    def step(self):\n"
         "        self.gen(1)\n"
         "        self._check()\n",
-        "import torch\n"
-        "class Tester:\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
-        "    def _check(self):\n"
-        "        self.ws.zero_()\n"
+        _LAZY_TESTER +
         "    def run(self, n, other: \"Tester\"):\n"
         "        self.ws = torch.zeros(n)\n"
         "        other._check()\n",
         # a local bound in another branch than its update, where a loop may run one branch, then the other; and
         # an update after the if, which either branch's binding reaches
-        "import torch\n"
-        "_B = {}\n"
-        "def get_b(n):\n"
-        "    t = _B.get(n)\n"
-        "    if t is None:\n"
-        "        t = torch.zeros(n)  # expect: GM201:9\n"
-        "        _B[n] = t\n"
-        "    return t\n"
+        _CACHE_B_REPORTED +
         "def fwd(xs, n):\n"
         "    for x in xs:\n"
         "        if x is None:\n"
         "            g = get_b(n)\n"
         "        else:\n"
         "            g.zero_()\n",
-        "import torch\n"
-        "_B = {}\n"
-        "def get_b(n):\n"
-        "    t = _B.get(n)\n"
-        "    if t is None:\n"
-        "        t = torch.zeros(n)  # expect: GM201:9\n"
-        "        _B[n] = t\n"
-        "    return t\n"
+        _CACHE_B_REPORTED +
         "def put(x, n, pad):\n"
         "    if pad:\n"
         "        h = get_b(n)\n"
@@ -407,14 +400,7 @@ class LazyBufferMutatedInPlace(Rule):
         "        h = torch.empty(n)\n"
         "    h.zero_()\n",
         # bound after the update, in a loop that runs the update again
-        "import torch\n"
-        "_B = {}\n"
-        "def get_b(n):\n"
-        "    t = _B.get(n)\n"
-        "    if t is None:\n"
-        "        t = torch.zeros(n)  # expect: GM201:9\n"
-        "        _B[n] = t\n"
-        "    return t\n"
+        _CACHE_B_REPORTED +
         "def fwd(xs, n):\n"
         "    g = xs[0]\n"
         "    while n:\n"
@@ -423,25 +409,13 @@ class LazyBufferMutatedInPlace(Rule):
         "            g = get_b(n)\n"
         "        n -= 1\n",
         # a binding undone before the update: set to None (the lazy check runs again), or to a kept tensor
-        "import torch\n"
-        "class Tester:\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
-        "    def _check(self):\n"
-        "        self.ws.zero_()\n"
+        _LAZY_TESTER +
         "    def run(self, n):\n"
         "        self.ws = torch.zeros(n)\n"
         "        self.ws = None\n"
         "        self.prepare()\n"
         "        self._check()\n",
-        "import torch\n"
-        "class Tester:\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
-        "    def _check(self):\n"
-        "        self.ws.zero_()\n"
+        _LAZY_TESTER +
         "    def launch(self, n, x):\n"
         "        self.ws = torch.zeros(n)\n"
         "        if x:\n"
@@ -453,26 +427,14 @@ class LazyBufferMutatedInPlace(Rule):
         # a binding that may not run, or not before the update: a value that may be the old tensor, a lambda's, a
         # method taken as a value or found by `getattr`, a call inside the binding's own value, a decorated binder,
         # a generator caller that yields between
-        "import torch\n"
-        "class T:\n"
-        "    def __init__(self):\n"
-        "        self.ws = None\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
+        _LAZY_T +
         "    def run(self, n, big):\n"
         "        self.prepare()\n"
         "        self.ws = torch.zeros(n) if big else self.ws\n"
         "        self.validate()\n"
         "    def validate(self):\n"
         "        self.ws.zero_()\n",
-        "import torch\n"
-        "class T:\n"
-        "    def __init__(self):\n"
-        "        self.ws = None\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
+        _LAZY_T +
         "    def launch(self, n):\n"
         "        self.ws = torch.zeros(n)\n"
         "    def run(self, n, hooks):\n"
@@ -497,13 +459,7 @@ class LazyBufferMutatedInPlace(Rule):
         "    def tick(self):\n"
         "        self.prepare()\n"
         "        self.step()\n",
-        "import torch\n"
-        "class T:\n"
-        "    def __init__(self):\n"
-        "        self.ws = None\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
+        _LAZY_T +
         "    def run(self, n):\n"
         "        self.ws = torch.zeros(n)\n"
         "        self.validate()\n"
@@ -512,13 +468,7 @@ class LazyBufferMutatedInPlace(Rule):
         "    def tick(self, name):\n"
         "        self.prepare()\n"
         "        getattr(self, name)()\n",
-        "import torch\n"
-        "class T:\n"
-        "    def __init__(self):\n"
-        "        self.ws = None\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
+        _LAZY_T +
         "    def run(self, n):\n"
         "        self.prepare()\n"
         "        self.ws = torch.zeros(\n"
@@ -527,14 +477,8 @@ class LazyBufferMutatedInPlace(Rule):
         "    def drain(self, n):\n"
         "        self.ws.zero_()\n"
         "        return n\n",
-        "import functools\n"
-        "import torch\n"
-        "class T:\n"
-        "    def __init__(self):\n"
-        "        self.ws = None\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
+        "import functools\n" +
+        _LAZY_T +
         "    @functools.lru_cache(maxsize=None)\n"
         "    def launch(self, n):\n"
         "        self.ws = torch.zeros(n)\n"
@@ -546,13 +490,7 @@ class LazyBufferMutatedInPlace(Rule):
         "        self.validate()\n"
         "    def validate(self):\n"
         "        self.ws.zero_()\n",
-        "import torch\n"
-        "class T:\n"
-        "    def __init__(self):\n"
-        "        self.ws = None\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
+        _LAZY_T +
         "    def steps(self, n):\n"
         "        self.ws = torch.zeros(n)\n"
         "        yield\n"
@@ -568,28 +506,12 @@ class LazyBufferMutatedInPlace(Rule):
         "    t.prepare()\n"
         "    next(g, None)\n",
         # a local's update in a lambda, and in a while test, which may run after a binding written below it
-        "import torch\n"
-        "class T:\n"
-        "    def __init__(self):\n"
-        "        self._ws = None\n"
-        "    @property\n"
-        "    def workspace(self):\n"
-        "        if self._ws is None:\n"
-        "            self._ws = torch.zeros(8)  # expect: GM201:13\n"
-        "        return self._ws\n"
+        _LAZY_PROPERTY +
         "    def step(self):\n"
         "        clear = lambda: g.zero_()\n"
         "        g = self.workspace\n"
         "        clear()\n",
-        "import torch\n"
-        "class T:\n"
-        "    def __init__(self):\n"
-        "        self._ws = None\n"
-        "    @property\n"
-        "    def workspace(self):\n"
-        "        if self._ws is None:\n"
-        "            self._ws = torch.zeros(8)  # expect: GM201:13\n"
-        "        return self._ws\n"
+        _LAZY_PROPERTY +
         "    def fill(self, n):\n"
         "        g = torch.zeros(n)\n"
         "        while g.add_(1).max() < 3:\n"
@@ -878,14 +800,7 @@ class LazyBufferMutatedInPlace(Rule):
         "        self.ws.add_(1)\n",
         # a local bound from one cache in an if's body and from another in its else, or after the update: an
         # update in one branch writes that branch's buffer only
-        "import torch\n"
-        "_B = {}\n"
-        "def get_b(n):\n"
-        "    t = _B.get(n)\n"
-        "    if t is None:\n"
-        "        t = torch.zeros(n)\n"
-        "        _B[n] = t\n"
-        "    return t\n"
+        _CACHE_B +
         "def fwd(x, n, pad):\n"
         "    if pad:\n"
         "        g = x[:n]\n"
@@ -895,14 +810,7 @@ class LazyBufferMutatedInPlace(Rule):
         "    else:\n"
         "        g = None\n"
         "    return g\n",
-        "import torch\n"
-        "_B = {}\n"
-        "def get_b(n):\n"
-        "    t = _B.get(n)\n"
-        "    if t is None:\n"
-        "        t = torch.zeros(n)\n"
-        "        _B[n] = t\n"
-        "    return t\n"
+        _CACHE_B +
         "def fwd(x, n, pad, again):\n"
         "    if pad:\n"
         "        g = x[:n]\n"
