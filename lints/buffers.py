@@ -145,7 +145,7 @@ class Buffers(BufferFlow):
         if len(reaching) == len(bound):
             return None
         calls = fn["calls"]
-        if any((calls[index].line, calls[index].col) == (line, col) for index in self.rebinds.deferred(fid)):
+        if any((calls[index].line, calls[index].col) == (line, col) for index in fn["deferred"]):
             return None
         symbol = self.project.resolve(fid, name[1])
         if symbol is None or symbol.kind != LOCAL or symbol.owner != fid:

@@ -28,7 +28,7 @@ from .buffer_allocations import BufferKey
 from .callgraph import CallGraph
 from .project import Project
 from .provenance import Provenance
-from .summary_records import deferred_calls, method_call
+from .summary_records import method_call
 from .symbols import FIELD
 
 _MAX_DEPTH = 3
@@ -151,10 +151,10 @@ class FieldRebinds:
         return found
 
     def deferred(self, fid: str) -> frozenset[int]:
-        """The calls of ``fid`` in a lambda or a comprehension (``summary_records.deferred_calls``), once."""
+        """The calls of ``fid`` in a lambda or a comprehension (the summary's "deferred"), as a set, once."""
         found = self._deferred.get(fid)
         if found is None:
-            found = self._deferred[fid] = deferred_calls(self.project.function(fid))
+            found = self._deferred[fid] = frozenset(self.project.function(fid)["deferred"])
         return found
 
     def _values_taken(self) -> frozenset[str]:
@@ -224,9 +224,10 @@ def _always_runs(fn: dict, line: int, guard: int, with_index: int) -> bool:
 
 
 def _statement_column(fn: dict) -> int:
-    """The column the function's body statements start at: the least of its records' (a call that starts a
-    statement there is a statement of its own, or its value's first part, which always runs)."""
-    columns = [record.col for field in ("calls", "assigns") for record in fn[field]]
+    """The column the function's body statements start at: the least of its body's records' (a call that starts a
+    statement there is a statement of its own, or its value's first part, which always runs). Decorators, on the
+    lines above the ``def``, are not its body."""
+    columns = [record.col for field in ("calls", "assigns") for record in fn[field] if record.line > fn["line"]]
     return min(columns) if columns else -1
 
 

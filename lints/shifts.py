@@ -23,7 +23,7 @@ from .summary_records import MODULE_SCOPE
 _SUMMARY_FIELDS = frozenset({"schema", "path", "module", "package", "functions", "classes", "star"})
 _FUNCTION_FIELDS = frozenset({"name", "qual", "line", "col", "cls", "parent", "params", "ann", "defaults", "dec",
                               "calls", "withs", "rets", "assigns", "guards", "imports", "globals", "locals",
-                              "nested", "notable", "blocks", "ret"})
+                              "nested", "notable", "blocks", "ret", "deferred"})
 _CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope", "fields", "record_fields"})
 NO_COLUMN = -1
 _REDEFINED = re.compile(r"@(\d+)(?=\.|$)")

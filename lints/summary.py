@@ -43,7 +43,7 @@ def _new_function(name: str, qual: str, line: int, col: int, cls: Optional[str],
     return {"name": name, "qual": qual, "line": line, "col": col, "cls": cls, "parent": parent,
             "params": [], "ann": {}, "defaults": {}, "dec": [], "calls": [], "withs": [], "rets": [],
             "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [],
-            "notable": [], "blocks": []}
+            "notable": [], "blocks": [], "deferred": []}
 
 
 class _Summarizer:
@@ -55,6 +55,8 @@ class _Summarizer:
         self.functions: dict[str, dict] = {}
         self.classes: dict[str, dict] = {}
         self.star_imports: list[str] = []
+        self._deferring = 0  # > 0 inside a lambda's body or a comprehension's lazy parts (see "deferred")
+        self._deferred_nodes: set[int] = set()  # ids of such parts met by ``walk_expr``, walked once each
 
     # positions -----------------------------------------------------------------
     def pos(self, node: ast.AST) -> tuple[int, int]:
@@ -118,7 +120,11 @@ class _Summarizer:
             self.walk_expr(node.slice, scope)
             return ["s", self.expr(node.value, scope)]
         if kind is ast.Lambda:
-            return ["l", self.expr(node.body, scope)]
+            self._deferring += 1
+            try:
+                return ["l", self.expr(node.body, scope)]
+            finally:
+                self._deferring -= 1
         if kind is ast.NamedExpr:
             value = self.expr(node.value, scope)
             self._assign(node.target, value, None, node, scope)
@@ -126,15 +132,22 @@ class _Summarizer:
         if kind is ast.Await:
             return self.expr(node.value, scope)
         if kind is ast.ListComp or kind is ast.SetComp or kind is ast.GeneratorExp:
-            for gen in node.generators:
+            for number, gen in enumerate(node.generators):
+                self._deferring += number > 0  # only the first iterable is evaluated where the comprehension is
                 iterated = self.expr(gen.iter, scope)
+                self._deferring += number == 0
                 if isinstance(gen.target, ast.Name):
                     scope.data["assigns"].append(self._fact(["n", gen.target.id], iterated, None, gen.target, scope))
                 else:
                     self.walk_expr(gen.target, scope)
                 for test in gen.ifs:
                     self.walk_expr(test, scope)
-            return ["m", self.expr(node.elt, scope)]
+                self._deferring -= 1
+            self._deferring += 1
+            try:
+                return ["m", self.expr(node.elt, scope)]
+            finally:
+                self._deferring -= 1
         if kind is ast.Tuple and isinstance(node.ctx, ast.Load):
             elements = []
             for element in node.elts:
@@ -151,8 +164,16 @@ class _Summarizer:
     def walk_expr(self, node: ast.AST, scope: _Scope) -> None:
         """Record the calls inside ``node`` (an expression we do not model), iteratively."""
         stack = [node]
+        deferred_nodes = self._deferred_nodes
         while stack:
             current = stack.pop()
+            if current is _END_DEFERRED:
+                self._deferring -= 1
+                continue
+            if deferred_nodes and id(current) in deferred_nodes:
+                deferred_nodes.discard(id(current))
+                self._deferring += 1
+                stack.append(_END_DEFERRED)  # popped once all of ``current`` is walked
             kind = type(current)
             if kind in _MODELLED:
                 self.expr(current, scope)
@@ -160,10 +181,16 @@ class _Summarizer:
             if kind in _LEAVES:
                 continue
             if kind in _COMPREHENSIONS:
-                for gen in current.generators:
+                for number, gen in enumerate(current.generators):
                     if isinstance(gen.target, ast.Name):
+                        self._deferring += number > 0
                         scope.data["assigns"].append(self._fact(["n", gen.target.id], self.expr(gen.iter, scope),
                                                                 None, gen.target, scope))
+                        self._deferring -= number > 0
+                    lazy = gen.ifs if number == 0 else [gen.iter, *gen.ifs]
+                    deferred_nodes.update(id(part) for part in lazy)
+                parts = (getattr(current, name, None) for name in ("elt", "key", "value"))
+                deferred_nodes.update(id(part) for part in parts if part is not None)
             push_children(current, stack)
 
     def call(self, node: ast.Call, scope: _Scope):
@@ -193,6 +220,8 @@ class _Summarizer:
         calls = scope.data["calls"]
         calls.append(Call(f, args, kwargs, line, col, scope.withs[-1] if scope.withs else -1,
                           scope.guards[-1] if scope.guards else -1))
+        if self._deferring:
+            scope.data["deferred"].append(len(calls) - 1)
         if is_notable_call(callee_leaf(f), kwargs):
             scope.data["notable"].append(len(calls) - 1)
         return len(calls) - 1
@@ -444,6 +473,7 @@ class _Summarizer:
 
 
 _MODELLED = frozenset({ast.Call, ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom})
+_END_DEFERRED = object()  # ``walk_expr``'s marker: the lazy part walked before it is done
 _LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del})
 _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
 

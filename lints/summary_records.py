@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple, Optional
 
-SCHEMA = 14
+SCHEMA = 15
 MODULE_SCOPE = "<module>"
 
 # Records are NamedTuples: named fields, and still JSON arrays (summaries of a large tree are tens of MB of
@@ -111,6 +111,9 @@ def with_records(summary: dict) -> dict:
 # A function's "blocks": [first line, last line] of each body of a loop, a try (its handlers, else and
 # finally too) and a match case, which may run without the code before or after it (if-branches are
 # guards and with-bodies are withs).
+# A function's "deferred": the indices of its calls written in a lambda's body or in a comprehension's lazy
+# parts (its element, its tests, every iterable but the first): they run later, any number of times, or never,
+# not where the statement holding them runs.
 # A function's "notable": the indices of its calls that ``names.is_notable_call`` names (a callee's name
 # ending in a word of ``names.NOTABLE_CALL_LEAVES``, ``f().new_empty(...)`` included; an in-place update;
 # ``out=``), in order.
@@ -137,60 +140,31 @@ def missing_first(fn: dict, guard: int, texts: set[str]) -> Optional[str]:
 
 
 def binding_may_reach(fn: dict, binding: tuple[int, int], use: tuple[int, int]) -> bool:
-    """Whether a binding of a local may be what a later use of it reads, each given as (guard, line): not where
-    the binding comes after the use, or sits in another branch of an if than the use (the body and the else, an
-    elif's branch), unless a loop or try around both (the line before a body counted in: a while test runs again
-    after it) could run the use after it."""
-    if any(start - 1 <= binding[1] <= end and start - 1 <= use[1] <= end for start, end in fn["blocks"]):
+    """Whether a binding of a local may be what a use of it reads, each given as (guard, line). Not where the
+    binding sits in another branch of an if than the use (the body and the else, an elif's branch), nor where it
+    sits in an if statement that begins after the use and holds no part of it (a later statement: lines alone
+    do not order one statement's parts, `a[g.zero_()] = (g := b)`). Always where a loop or a try body holds the
+    binding (it may run again before the use, a while test included)."""
+    if any(start <= binding[1] <= end for start, end in fn["blocks"]):
         return True
-    return binding[1] <= use[1] and not _exclusive_branches(fn, binding[0], use[0])
-
-
-def _exclusive_branches(fn: dict, first: int, second: int) -> bool:
+    around_use = set(enclosing_guards(fn, use[0]))
     guards = fn["guards"]
-    branches: dict[tuple[int, int], bool] = {}  # (the if's line, the branch around the if) -> in its else
-    guard = first
-    while guard >= 0:
-        record = guards[guard]
-        branches[(record.line, record.parent)] = record.in_orelse
-        guard = record.parent
-    guard = second
-    while guard >= 0:
+    branches = {(guards[g].line, guards[g].parent): guards[g].in_orelse for g in around_use}
+    for guard in enclosing_guards(fn, binding[0]):
         record = guards[guard]
         if branches.get((record.line, record.parent), record.in_orelse) != record.in_orelse:
-            return True
-        guard = record.parent
-    return False
+            return False  # the other branch of an if the use is in
+        if guard not in around_use and record.line > use[1]:
+            return False  # an if statement after the use
+    return True
 
 
-def deferred_calls(fn: dict) -> frozenset[int]:
-    """The calls of a function written in a lambda or a comprehension's element: they run later (a lambda, a
-    generator), any number of times, or not at all, not where the statement holding them runs."""
-    calls = fn["calls"]
-    roots = [fact.value for fact in fn["assigns"]] + [ret.value for ret in fn["rets"]]
-    for call in calls:
-        roots.extend(call.args)
-        roots.extend(call.kwargs.values())
-        roots.append(call.func)
-    for record in fn["withs"]:
-        roots.extend(item.expr for item in record.items)
-    found: set[int] = set()
-    stack = [(root, False) for root in roots]
-    while stack:
-        expr, deferred = stack.pop()
-        tag = expr[0] if isinstance(expr, list) and expr else None
-        if tag == "c":
-            if deferred and expr[1] not in found:
-                found.add(expr[1])
-                call = calls[expr[1]]
-                stack.extend((part, True) for part in (call.func, *call.args, *call.kwargs.values()))
-        elif tag in ("t", "b"):
-            stack.extend((part, deferred) for part in expr[1])
-        elif tag in ("l", "m"):
-            stack.extend((part, True) for part in expr[1:] if isinstance(part, list))
-        elif tag is not None:
-            stack.extend((part, deferred) for part in expr[1:] if isinstance(part, list))
-    return frozenset(found)
+def enclosing_guards(fn: dict, guard: int) -> Iterator[int]:
+    """``guard`` and the if-branches around it, innermost first (none for -1)."""
+    guards = fn["guards"]
+    while guard >= 0:
+        yield guard
+        guard = guards[guard].parent
 
 
 def enclosing_withs(fn: dict, with_index: int) -> Iterator[int]:

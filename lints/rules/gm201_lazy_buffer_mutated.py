@@ -516,6 +516,22 @@ class LazyBufferMutatedInPlace(Rule):
         "        g = torch.zeros(n)\n"
         "        while g.add_(1).max() < 3:\n"
         "            g = self.workspace\n",
+        # the same with a comment before the body, in a lambda's list, and where a value runs before its target
+        _LAZY_PROPERTY +
+        "    def fill(self, n):\n"
+        "        g = torch.zeros(n)\n"
+        "        while g.add_(1).max() < 3:\n"
+        "            # take the shared workspace next round\n"
+        "            g = self.workspace\n",
+        _LAZY_PROPERTY +
+        "    def step(self):\n"
+        "        clear = lambda: [g.zero_()]\n"
+        "        g = self.workspace\n"
+        "        clear()\n",
+        _LAZY_PROPERTY +
+        "    def step(self, out):\n"
+        "        out[g.add_(1).long()] = (\n"
+        "            g := self.workspace)\n",
     )
     VALID = (
         # `+=` on a local bound to a tuple or a number rebinds it: the buffer in it is not written
@@ -833,6 +849,23 @@ class LazyBufferMutatedInPlace(Rule):
         "    def run(self, n):\n"
         "        self.ws = torch.zeros(n)\n"
         "        self.reset()\n"
+        "        self.validate()\n",
+        # the same behind a decorated caller (its decorator is no statement of its body)
+        "import torch\n"
+        "class Tester:\n"
+        "    def __init__(self):\n"
+        "        self.ws = None\n"
+        "    def prepare(self):\n"
+        "        if self.ws is None:\n"
+        "            self.ws = torch.zeros(8)\n"
+        "    def launch(self, n):\n"
+        "        self.ws = torch.zeros(n)\n"
+        "    def validate(self):\n"
+        "        self.ws.zero_()\n"
+        "    @torch.no_grad()\n"
+        "    def run(self, n):\n"
+        "        self.prepare()\n"
+        "        self.launch(n)\n"
         "        self.validate()\n",
     )
 

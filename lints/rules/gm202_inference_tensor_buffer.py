@@ -201,6 +201,27 @@ class LazyBufferBecomesInferenceTensor(Rule):
             "    topk_idx_out[n:prev_n] = -1\n"
             "    return topk_idx_out\n",
          "engine/warm.py": _AUTOTUNE_ROUTE},
+        # a pooled buffer bound to a local in a while body: the test runs again after it
+        "import torch\n"
+        "_POOL = {}\n"
+        "def get_buf(n):\n"
+        "    buf = _POOL.get(n)\n"
+        "    if buf is None:\n"
+        "        buf = torch.empty(n)  # expect: GM202:9\n"
+        "        _POOL[n] = buf\n"
+        "    return buf\n"
+        "def route(x, n):\n"
+        "    g = torch.zeros(n)\n"
+        "    while g.add_(1).max() < 3:\n"
+        "        # next round: the pooled buffer\n"
+        "        g = get_buf(n)\n"
+        "    return g\n"
+        "def warmup(x):\n"
+        "    with torch.inference_mode():  # expect: GM101:10\n"
+        "        route(x, 4)\n"
+        "@torch.no_grad()\n"
+        "def serve(x):\n"
+        "    return route(x, 4)\n",
     )
     VALID = (
         # the class of the object is not known: a factory method a subclass overrides, a field bound to
