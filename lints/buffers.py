@@ -16,7 +16,7 @@ from .buffer_flow import MODULE_BUFFER_VIEWS, SAME_ITEMS, BufferFlow
 from .field_rebinds import FieldRebinds
 from .provenance import COPYING_METHODS
 from .regions import ENABLE_GRAD, INFERENCE_OFF, NO_GRAD
-from .summary_records import binding_may_reach, callee_leaf, enclosing_withs, method_call
+from .summary_records import binding_may_reach, callee_leaf, enclosing_guards, enclosing_withs, method_call
 from .symbols import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, LOCAL
 
 __all__ = ["Allocation", "BufferKey", "Buffers", "Mutation"]
@@ -107,11 +107,7 @@ class Buffers(BufferFlow):
         before is not what the mutation updates. None if there is none. A rebinding to anything else may
         be an alternative (try/except, a loop) and is not taken as one. ``name`` may be an attribute
         (``self.h``): a call between the two could rebind it, which is not followed."""
-        chain = set()
-        guard = mutation.guard
-        while guard >= 0:
-            chain.add(guard)
-            guard = fn["guards"][guard].parent
+        chain = set(enclosing_guards(fn, mutation.guard))
         found = None
         for fact in fn["assigns"]:
             where = (fact.line, fact.col)

@@ -22,7 +22,7 @@ from typing import NamedTuple, Optional
 from .callgraph import CallGraph, Edge
 from .project import Project
 from .regions import ENABLE_GRAD, INFERENCE, INFERENCE_OFF, NO_GRAD, PARAM_MODE, Mode, Regions
-from .summary_records import MODULE_SCOPE, callee_leaf, enclosing_withs
+from .summary_records import MODULE_SCOPE, callee_leaf, enclosing_guards, enclosing_withs
 
 ON, OFF, UNKNOWN = "on", "off", "unknown"
 # entry-grad-mode values and the state each gives
@@ -245,9 +245,5 @@ def _switch(mode: Mode, fid: str, line: int, current: list[tuple[str, Origin]], 
 
 def _under_main_guard(fn: dict, guard: int) -> bool:
     guards = fn["guards"]
-    while guard >= 0:
-        names = guards[guard].names
-        if "__name__" in names and "'__main__'" in names:
-            return True
-        guard = guards[guard].parent
-    return False
+    return any("__name__" in guards[around].names and "'__main__'" in guards[around].names
+               for around in enclosing_guards(fn, guard))

@@ -7,6 +7,7 @@ from .buffer_allocations import BufferKey
 from .buffers import Allocation, Buffers, Mutation
 from .project import Project
 from .provenance import CONSTRUCTORS
+from .summary_records import enclosing_guards
 
 
 class KeptBuffers(NamedTuple):
@@ -57,10 +58,4 @@ def updates_after(project: Project, buffers: Buffers) -> list[tuple[Allocation, 
 def _inside_guard(project: Project, mutation: Mutation, alloc: Allocation) -> bool:
     if alloc.guard < 0:
         return False
-    guards = project.function(alloc.fid)["guards"]
-    guard = mutation.guard
-    while guard >= 0:
-        if guard == alloc.guard:
-            return True
-        guard = guards[guard].parent
-    return False
+    return alloc.guard in enclosing_guards(project.function(alloc.fid), mutation.guard)

@@ -128,14 +128,13 @@ def missing_first(fn: dict, guard: int, texts: set[str]) -> Optional[str]:
     """The one of ``texts`` a test around a fact finds missing or stale first (``if self._buf is None``, a size
     test, ``if k not in self._cache``: a name in it or below it), in the branch that runs then; None if none."""
     guards = fn["guards"]
-    while guard >= 0:
-        record = guards[guard]
+    for around in enclosing_guards(fn, guard):
+        record = guards[around]
         if not record.in_orelse:  # a test that finds the place missing or stale, not one that finds it there
             for name in record.missing:
                 for text in texts:
                     if name == text or name.startswith(text + "."):
                         return text
-        guard = record.parent
     return None
 
 
