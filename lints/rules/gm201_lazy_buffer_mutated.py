@@ -28,6 +28,15 @@ _LAZY_T = (
     "        if self.ws is None:\n"
     "            self.ws = torch.zeros(8)  # expect: GM201:13\n"
 )
+_QUIET_PLACEHOLDER = (  # a lazy placeholder the valid examples keep silent about
+    "import torch\n"
+    "class Tester:\n"
+    "    def __init__(self):\n"
+    "        self.ws = None\n"
+    "    def prepare(self):\n"
+    "        if self.ws is None:\n"
+    "            self.ws = torch.zeros(8)\n"
+)
 _LAZY_PROPERTY = (
     "import torch\n"
     "class T:\n"
@@ -787,13 +796,7 @@ class LazyBufferMutatedInPlace(Rule):
         "            self.b[i] = v\n",
         # every update runs after a method of the same object bound the field to a new tensor: the lazy
         # placeholder's tensor is never the one written
-        "import torch\n"
-        "class Tester:\n"
-        "    def __init__(self):\n"
-        "        self.ws = None\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)\n"
+        _QUIET_PLACEHOLDER +
         "    def launch(self, n):\n"
         "        if n < 0:\n"
         "            raise ValueError(n)\n"
@@ -851,13 +854,7 @@ class LazyBufferMutatedInPlace(Rule):
         "        self.reset()\n"
         "        self.validate()\n",
         # the same behind a decorated caller (its decorator is no statement of its body)
-        "import torch\n"
-        "class Tester:\n"
-        "    def __init__(self):\n"
-        "        self.ws = None\n"
-        "    def prepare(self):\n"
-        "        if self.ws is None:\n"
-        "            self.ws = torch.zeros(8)\n"
+        _QUIET_PLACEHOLDER +
         "    def launch(self, n):\n"
         "        self.ws = torch.zeros(n)\n"
         "    def validate(self):\n"
