@@ -130,20 +130,21 @@ class Buffers(BufferFlow):
             return None
         return found
 
-    def _local_keys_reaching(self, fid: str, fn: dict, name: list, guard: int, line: int, col: int
+    def _local_keys_reaching(self, fid: str, fn: dict, local: list, guard: int, line: int, col: int
                              ) -> Optional[frozenset[BufferKey]]:
-        """The buffers local ``name`` may hold where it is used (an update of it or a view of it, an argument),
-        at ``line``, ``col`` under ``guard``, where some of its bindings cannot reach there (``g = cache_a()`` in
-        an if's body, ``g = cache_b()`` in its else or after the use). None where every binding may reach it, and
-        for a use in a lambda or a comprehension (it may run after any of them)."""
-        bound = [fact for fact in fn["assigns"] if fact.target == name]  # as ``Project.local_values`` has them
+        """The buffers the local ``local`` (``["n", name]``) may hold where it is used (an update of it or of a view
+        of it, an argument) at ``line``, ``col`` under ``guard``, where some of its bindings cannot reach there
+        (``summary_records.binding_may_reach``: ``g = cache_a()`` in an if's body, ``g = cache_b()`` in its else
+        or in a later if). None where every binding may reach it, and for a use in a lambda or a comprehension
+        (it may run after any of them)."""
+        bound = [fact for fact in fn["assigns"] if fact.target == local]  # as ``Project.local_values`` has them
         reaching = [fact for fact in bound if binding_may_reach(fn, (fact.guard, fact.line), (guard, line))]
         if len(reaching) == len(bound):
             return None
         calls = fn["calls"]
         if any((calls[index].line, calls[index].col) == (line, col) for index in fn["deferred"]):
             return None
-        symbol = self.project.resolve(fid, name[1])
+        symbol = self.project.resolve(fid, local[1])
         if symbol is None or symbol.kind != LOCAL or symbol.owner != fid:
             return None
         return frozenset().union(*(self.keys_of(fid, fact.value) for fact in reaching))

@@ -11,10 +11,11 @@ a comprehension or a generator that may run later), at a point the binding alway
   ``torch.zeros(n) if c else self.ws``), with no later binding of the field to anything else before the call;
 - a method of ``self`` (undecorated, not a generator), called as a statement of that kind, that always binds
   the field so before it may return;
-- or the caller is itself reached only that way.
+- or the caller is itself reached only that way (three callers up at most).
 
-A method no project code calls, one the project takes as a value (``self.step = self.validate``), and a caller
-that may yield between the binding and the call are not behind anything: their callers are not known.
+Not behind anything: a method no project code calls, one the project stores or returns as a value
+(``self.step = self.validate``), a method of a class that dispatches by ``getattr(self, name)``, and a call from
+a generator (it may yield between the binding and the call): their callers are not all known.
 
 A lazy allocation run between the binding and the update (``self.ensure(n)`` growing the field) makes a tensor
 that the next call of the caller replaces again: only a grad-mode switch between the two (a ``with`` around one
