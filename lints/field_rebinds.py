@@ -29,7 +29,7 @@ from .buffer_allocations import BufferKey
 from .callgraph import CallGraph
 from .project import Project
 from .provenance import Provenance
-from .summary_records import method_call
+from .summary_records import method_call, objects_in
 from .symbols import FIELD
 
 _MAX_DEPTH = 3
@@ -52,7 +52,6 @@ class FieldRebinds:
         self._always: dict[tuple[str, BufferKey, int], bool] = {}
         self._callers: dict[tuple[str, BufferKey, int], bool] = {}
         self._event_lists: dict[tuple[str, str], list] = {}
-        self._deferred: dict[str, frozenset[int]] = {}
         self._taken_as_values: Optional[frozenset[str]] = None
         self._by_name: dict[str, bool] = {}
 
@@ -77,7 +76,8 @@ class FieldRebinds:
             edges.extend(e for e in self.graph.callers().get(base, ()) if self._on_self(e.caller, e.call))
         # the project-wide questions last: most methods have a caller that binds nothing
         return bool(edges) and all(
-            e.how == "call" and self._on_self(e.caller, e.call) and e.call not in self.deferred(e.caller)
+            e.how == "call" and self._on_self(e.caller, e.call)
+            and e.call not in self.project.function(e.caller)["deferred"]  # a lambda's call runs later
             and self._bound_at(e.caller, key, e.line, e.call, depth) for e in edges) \
             and fn["name"] not in self._values_taken() and not self._dispatches_by_name(self.project.class_of(fid))
 
@@ -125,7 +125,7 @@ class FieldRebinds:
         found = [(fact.line, fact, _calls_in(calls, fact.value)) for fact in fn["assigns"]
                  if fact.op is None and fact.target == field]
         column = _statement_column(fn)
-        deferred = self.deferred(fid)
+        deferred = fn["deferred"]
         for index, record in enumerate(calls):
             if record.col == column and index not in deferred \
                     and _always_runs(fn, record.line, record.guard, record.with_index) and self._on_self(fid, index):
@@ -151,31 +151,16 @@ class FieldRebinds:
             self._always[memo] = found
         return found
 
-    def deferred(self, fid: str) -> frozenset[int]:
-        """The calls of ``fid`` in a lambda or a comprehension (the summary's "deferred"), as a set, once."""
-        found = self._deferred.get(fid)
-        if found is None:
-            found = self._deferred[fid] = frozenset(self.project.function(fid)["deferred"])
-        return found
-
     def _values_taken(self) -> frozenset[str]:
         """The attribute names the project stores or returns as values anywhere (``self.step = self.validate``,
         ``return self.validate``): a method of such a name may be called where no call names it. (One handed to a
         call, ``register(self.validate)``, is the call graph's "argument" edge.)"""
         if self._taken_as_values is None:
-            taken: set[str] = set()
-            for _summary, fn in self.project.functions.values():
-                values = [fact.value for fact in fn["assigns"] if fact.value[0] != "c"]
-                values.extend(ret.value for ret in fn["rets"] if ret.value[0] != "c")
-                while values:
-                    value = values.pop()
-                    if value[0] == "n" and "." in value[1]:  # a bound method is an attribute (`self.validate`)
-                        taken.add(value[1].rpartition(".")[2])
-                    elif value[0] in "tb":
-                        values.extend(value[1])
-                    elif value[0] in "ilm":
-                        values.extend(part for part in value[1:] if part)
-            self._taken_as_values = frozenset(taken)
+            self._taken_as_values = frozenset(
+                name.rpartition(".")[2] for _summary, fn in self.project.functions.values()
+                for value in (*(fact.value for fact in fn["assigns"]), *(ret.value for ret in fn["rets"]))
+                for tag, name in objects_in(value)
+                if tag == "n" and "." in name)  # a bound method is an attribute (`self.validate`)
         return self._taken_as_values
 
     def _dispatches_by_name(self, cid: Optional[str]) -> bool:

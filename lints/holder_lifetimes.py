@@ -30,7 +30,7 @@ from .callgraph import CallGraph
 from .project import Project
 from .provenance import CONSTRUCTORS
 from .regions import Regions
-from .summary_records import MODULE_SCOPE, method_call, missing_first
+from .summary_records import MODULE_SCOPE, method_call, missing_first, objects_in
 from .symbols import CLASS, EXTERNAL, FUNC
 
 ONE_CALL, KEPT, ESCAPES, UNKNOWN = "one call", "kept", "escapes", "unknown"
@@ -185,7 +185,7 @@ class HolderLifetimes:
             elif how == "returned":
                 fates.extend(self._returned_fates(fid, fn, depth, seen))
             elif how == "given":
-                given = [arg for arg in (*record.args, *record.kwargs.values()) if key in _objects_in(arg)]
+                given = [arg for arg in (*record.args, *record.kwargs.values()) if key in objects_in(arg)]
                 fate = self._given_fate(fid, record, given, expr, depth)
                 if fate is not None:
                     fates.append(fate)
@@ -214,7 +214,7 @@ class HolderLifetimes:
         fn = self.project.function(fid)
 
         def note(value: list, how: str, record) -> None:
-            for key in _objects_in(value):  # the value itself, or what it holds
+            for key in objects_in(value):  # the value itself, or what it holds
                 found.setdefault(key, []).append((how if value[0] in "cn" else "held", record, -1))
 
         for fact in fn["assigns"]:
@@ -222,7 +222,7 @@ class HolderLifetimes:
         for ret in fn["rets"]:
             note(ret.value, "held" if ret.is_yield else "returned", ret)
         for index, call in enumerate(fn["calls"]):
-            for key in {key for arg in (*call.args, *call.kwargs.values()) for key in _objects_in(arg)}:
+            for key in {key for arg in (*call.args, *call.kwargs.values()) for key in objects_in(arg)}:
                 found.setdefault(key, []).append(("given", call, index))
             func = call.func
             if func[0] == "a" and func[1][0] in "cn":
@@ -323,18 +323,3 @@ class HolderLifetimes:
             return False
         symbol = self.project.resolve(fid, name)
         return symbol is not None and symbol.kind != FUNC
-
-
-_HOLDING = frozenset("tbiml")  # a display, `a or b`, `a if c else b`, a comprehension's element, a lambda's body
-
-
-def _objects_in(value: list) -> list[tuple]:
-    """The call values and names ``value`` is, or holds in a display, one side of an `or` or an `if`, a
-    comprehension or a lambda; not a call's argument (followed where the call is), an attribute or an item of
-    it (those are other objects)."""
-    if value[0] in "cn":
-        return [(value[0], value[1])]
-    if value[0] not in _HOLDING:
-        return []
-    parts = value[1] if value[0] in "tb" else value[1:]
-    return [key for part in parts if part for key in _objects_in(part)]

@@ -166,6 +166,21 @@ def enclosing_guards(fn: dict, guard: int) -> Iterator[int]:
         guard = guards[guard].parent
 
 
+_HOLDING = frozenset("tbiml")  # a display, `a or b`, `a if c else b`, a comprehension's element, a lambda's body
+
+
+def objects_in(value: list) -> list[tuple]:
+    """The call values and names ``value`` is, or holds in a display, one side of an `or` or an `if`, a
+    comprehension or a lambda; not a call's argument (followed where the call is), an attribute or an item of
+    it (those are other objects)."""
+    if value[0] in "cn":
+        return [(value[0], value[1])]
+    if value[0] not in _HOLDING:
+        return []
+    parts = value[1] if value[0] in "tb" else value[1:]
+    return [key for part in parts if part for key in objects_in(part)]
+
+
 def enclosing_withs(fn: dict, with_index: int) -> Iterator[int]:
     """``with_index`` and the withs around it, innermost first (none for -1)."""
     withs = fn["withs"]
