@@ -55,6 +55,30 @@ def missing_names(test: ast.AST) -> list[str]:
     return sorted(missing | stale)
 
 
+def none_facts(test: ast.AST, holds: bool) -> tuple[list[str], list[str]]:
+    """The plain names ``test`` finds None, and those it finds not None, where it ``holds`` (or where it fails):
+    ``x is None``, ``x is not None``, a bare ``x`` (truthy: not None), under ``not``, the parts of an ``and``
+    that holds and of an ``or`` that fails. Names with a dot are left out: a call may set a field."""
+    none: set[str] = set()
+    present: set[str] = set()
+    stack: list[tuple[ast.AST, bool]] = [(test, holds)]
+    while stack:
+        node, positive = stack.pop()
+        kind = type(node)
+        if kind is ast.UnaryOp and type(node.op) is ast.Not:
+            stack.append((node.operand, not positive))
+        elif kind is ast.BoolOp:
+            if (type(node.op) is ast.And) == positive:  # each part holds (an `and`) or each fails (an `or`)
+                stack.extend((value, positive) for value in node.values)
+        elif kind is ast.Name and positive:
+            present.add(node.id)
+        elif kind is ast.Compare and len(node.ops) == 1 and type(node.left) is ast.Name \
+                and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
+                and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
+            (none if (type(node.ops[0]) is ast.Is) == positive else present).add(node.left.id)
+    return sorted(none), sorted(present)
+
+
 def _call_name(call: ast.Call) -> str:
     name = dotted_name(call.func)
     return name.rpartition(".")[2] if name else ""

@@ -13,12 +13,13 @@ import re
 import warnings
 from typing import Iterable, Iterator, Optional
 
-from .branch_tests import dotted_name, missing_names
+from .branch_tests import dotted_name, missing_names, none_facts
 from .module_names import relative_import_base
 from .names import is_notable_call
 from .sources import source_lines
 from .syntax_children import push_children
-from .summary_records import MODULE_SCOPE, SCHEMA, Assign, Call, Decorator, Guard, Item, Return, With, callee_leaf
+from .summary_records import (MODULE_SCOPE, SCHEMA, Assertion, Assign, Call, Decorator, Guard, Item, Return, With,
+                              callee_leaf)
 
 _UNKNOWN = ["?"]
 _FRESH = ["f"]
@@ -43,7 +44,7 @@ def _new_function(name: str, qual: str, line: int, col: int, cls: Optional[str],
     return {"name": name, "qual": qual, "line": line, "col": col, "cls": cls, "parent": parent,
             "params": [], "ann": {}, "defaults": {}, "dec": [], "calls": [], "withs": [], "rets": [],
             "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [],
-            "notable": [], "blocks": [], "deferred": []}
+            "notable": [], "blocks": [], "deferred": [], "asserts": []}
 
 
 class _Summarizer:
@@ -259,7 +260,8 @@ class _Summarizer:
         found once for both branches."""
         names, missing = facts
         guards = scope.data["guards"]
-        guards.append(Guard(names, scope.guards[-1] if scope.guards else -1, orelse, test.lineno, missing))
+        guards.append(Guard(names, scope.guards[-1] if scope.guards else -1, orelse, test.lineno, missing,
+                            *none_facts(test, not orelse)))
         return len(guards) - 1
 
     def _test_facts(self, test: ast.AST) -> tuple[list, list]:
@@ -277,6 +279,13 @@ class _Summarizer:
                   and _plain_constant(sub.value) is not None):
                 names.add(f"'{sub.value}'")
         return sorted(names), missing_names(test)
+
+    def _assertion(self, test: ast.AST, holds: bool, line: int, scope: _Scope) -> None:
+        """An assertion record: after ``line``, ``test`` ``holds`` (or fails), if it tells of None."""
+        finds_none, finds_set = none_facts(test, holds)
+        if finds_none or finds_set:
+            scope.data["asserts"].append(Assertion(scope.guards[-1] if scope.guards else -1, line, finds_none,
+                                                   finds_set))
 
     def body(self, statements: Iterable[ast.stmt], scope: _Scope, record: Optional[With] = None) -> None:
         """Walk a block; ``record`` (a with-statement) learns which of its statements are bare calls or withs."""
@@ -352,6 +361,8 @@ class _Summarizer:
                 scope.guards.append(self._guard(stmt.test, scope, True, facts))
                 self.body(stmt.orelse, scope)
                 scope.guards.pop()
+            elif type(stmt.body[-1]) in _LEAVING:  # `if x is None: raise ...`: what follows runs where it failed
+                self._assertion(stmt.test, False, stmt.end_lineno, scope)
         elif kind is ast.With or kind is ast.AsyncWith:
             items = []
             for item in stmt.items:
@@ -397,7 +408,12 @@ class _Summarizer:
             self.walk_expr(stmt.subject, scope)
             for case in stmt.cases:
                 self.block(case.body, scope)
-        else:  # raise, assert, del, pass, ...
+        elif kind is ast.Assert:
+            self.walk_expr(stmt.test, scope)
+            if stmt.msg is not None:
+                self.walk_expr(stmt.msg, scope)
+            self._assertion(stmt.test, True, stmt.end_lineno, scope)
+        else:  # raise, del, pass, ...
             for child in ast.iter_child_nodes(stmt):
                 if isinstance(child, ast.expr):
                     self.walk_expr(child, scope)
@@ -472,6 +488,8 @@ class _Summarizer:
                         self.walk_expr(child, outer)
 
 
+# statements after which the rest of a block does not run
+_LEAVING = frozenset({ast.Raise, ast.Return, ast.Continue, ast.Break})
 _MODELLED = frozenset({ast.Call, ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom})
 _END_DEFERRED = object()  # ``walk_expr``'s marker: the lazy part walked before it is done
 _LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del})

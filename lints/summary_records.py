@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple, Optional
 
-SCHEMA = 15
+SCHEMA = 16
 MODULE_SCOPE = "<module>"
 
 # Records are NamedTuples: named fields, and still JSON arrays (summaries of a large tree are tens of MB of
@@ -84,6 +84,18 @@ class Guard(NamedTuple):
     in_orelse: bool
     line: int
     missing: list  # the names its test finds missing or stale (``branch_tests.missing_names``)
+    finds_none: list  # the plain names that are None where the branch runs (``branch_tests.none_facts``)
+    finds_set: list  # and those that are not None there
+
+
+class Assertion(NamedTuple):
+    """An ``assert``, or an ``if`` whose body ends by leaving the block (``raise``, ``return``, ``continue``,
+    ``break``), that tells of a plain name whether it is None: the rest of the block runs only where the assert
+    held, or the if's test failed (``assert x is not None``, ``if x is None: raise ...``)."""
+    guard: int  # the innermost if-branch around it (-1: none)
+    line: int  # the last line of the statement: the facts hold after it
+    finds_none: list
+    finds_set: list
 
 
 class Decorator(NamedTuple):
@@ -92,7 +104,8 @@ class Decorator(NamedTuple):
     col: int
 
 
-_RECORDS = {"calls": Call, "assigns": Assign, "rets": Return, "guards": Guard, "dec": Decorator}
+_RECORDS = {"calls": Call, "assigns": Assign, "rets": Return, "guards": Guard, "dec": Decorator,
+            "asserts": Assertion}
 
 
 def with_records(summary: dict) -> dict:
@@ -144,6 +157,8 @@ def binding_may_reach(fn: dict, binding: tuple[int, int], use: tuple[int, int]) 
     sits in an if statement that begins after the use and holds no part of it (a later statement: lines alone
     do not order one statement's parts, `a[g.zero_()] = (g := b)`). Always where a loop or a try body holds the
     binding (it may run again before the use, a while test included)."""
+    if _none_facts_disagree(fn, binding, use):
+        return False
     if any(start <= binding[1] <= end for start, end in fn["blocks"]):
         return True
     around_use = set(enclosing_guards(fn, use[0]))
@@ -156,6 +171,44 @@ def binding_may_reach(fn: dict, binding: tuple[int, int], use: tuple[int, int]) 
         if guard not in around_use and record.line > use[1]:
             return False  # an if statement after the use
     return True
+
+
+def _none_facts_disagree(fn: dict, binding: tuple[int, int], use: tuple[int, int]) -> bool:
+    """Whether a parameter the function never binds again is None where the binding runs and not None where the
+    use does, or the other way round: no run does both (``if state is not None: ... else: out = dummy``, then
+    ``assert state is not None`` before the use). Asserts are taken to run, as type checkers take them."""
+    bound_none, bound_set = none_facts_at(fn, *binding)
+    used_none, used_set = none_facts_at(fn, *use)
+    names = (bound_none & used_set) | (bound_set & used_none)
+    return bool(names) and any(_never_rebound(fn, name) for name in names)
+
+
+def none_facts_at(fn: dict, guard: int, line: int) -> tuple[set[str], set[str]]:
+    """The plain names that are None, and those that are not, where a fact at ``guard``, ``line`` runs: as the
+    if-branches around it find them, and the asserts before it whose block holds it (one in a loop or a try body
+    that does not hold the fact may not have run)."""
+    none: set[str] = set()
+    present: set[str] = set()
+    guards = fn["guards"]
+    around = {-1}
+    for index in enclosing_guards(fn, guard):
+        around.add(index)
+        none.update(guards[index].finds_none)
+        present.update(guards[index].finds_set)
+    for assertion in fn["asserts"]:
+        if assertion.guard in around and assertion.line < line and all(
+                start <= line <= end for start, end in fn["blocks"] if start <= assertion.line <= end):
+            none.update(assertion.finds_none)
+            present.update(assertion.finds_set)
+    return none, present
+
+
+def _never_rebound(fn: dict, name: str) -> bool:
+    """Whether ``name`` is a parameter the function never binds again (no assignment, loop target, with-target,
+    walrus, import or global of that name)."""
+    if name not in fn["params"] or name in fn["locals"] or name in fn["globals"] or name in fn["imports"]:
+        return False
+    return not any(fact.target[0] == "n" and fact.target[1] == name for fact in fn["assigns"])
 
 
 def enclosing_guards(fn: dict, guard: int) -> Iterator[int]:

@@ -408,6 +408,29 @@ class LazyBufferMutatedInPlace(Rule):
         "    else:\n"
         "        h = torch.empty(n)\n"
         "    h.zero_()\n",
+        # a test of None that does not hold where the update runs: the parameter bound again, an assert or an
+        # early raise in a loop or another branch, a test of something else (`if state:` fails for a zero too)
+        _CACHE_B_REPORTED +
+        "def put(xs, n, state=None):\n"
+        "    if state is None:\n"
+        "        h = get_b(n)\n"
+        "    else:\n"
+        "        h = state\n"
+        "    state = h\n"
+        "    assert state is not None\n"
+        "    h.zero_()\n",
+        _CACHE_B_REPORTED +
+        "def put(xs, n, state=None):\n"
+        "    if state is None:\n"
+        "        h = get_b(n)\n"
+        "    for x in xs:\n"
+        "        assert state is not None\n"
+        "    if n:\n"
+        "        if state is None:\n"
+        "            raise ValueError(n)\n"
+        "    if not state:\n"
+        "        h.zero_()\n"
+        "    h.add_(1)\n",
         # bound after the update, in a loop that runs the update again
         _CACHE_B_REPORTED +
         "def fwd(xs, n):\n"
@@ -837,6 +860,36 @@ class LazyBufferMutatedInPlace(Rule):
         "    if again:\n"
         "        g = get_b(n)\n"
         "    return g\n",
+        # a local bound from the cache only where a parameter is None, and updated only where it is not (an
+        # if's test, an assert, an early raise, return or continue): no call does both
+        _CACHE_B +
+        "def fwd(x, n, state=None, out=None):\n"
+        "    if state is not None:\n"
+        "        g = state\n"
+        "    elif out is None:\n"
+        "        g = get_b(n)\n"
+        "    else:\n"
+        "        g = out\n"
+        "    if n > 4:\n"
+        "        assert state is not None\n"
+        "        g.zero_()\n"
+        "    if not state:\n"
+        "        return g\n"
+        "    g.add_(1)\n"
+        "    return g\n",
+        _CACHE_B +
+        "def fwd(xs, n, state):\n"
+        "    if state is None:\n"
+        "        g = get_b(n)\n"
+        "    else:\n"
+        "        g = state\n"
+        "    for x in xs:\n"
+        "        if state is None:\n"
+        "            continue\n"
+        "        g.copy_(x)\n"
+        "    if state is None:\n"
+        "        raise ValueError(n)\n"
+        "    g.zero_()\n",
         # the field set to None and made lazily again after the binding, before the update: a tensor of the same call
         # of `run`, which the next call replaces
         "import torch\n"
