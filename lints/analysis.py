@@ -13,6 +13,7 @@ from .buffers import Allocation, Buffers
 from .callgraph import CallGraph
 from .gradmodes import ENTRY_STATES, ON, GradModes
 from .kept_buffers import KeptBuffers, kept_buffers_from_json, updates_after
+from .once_per_object import OncePerObject
 from .options import Config
 from .phases import Phases
 from .project import Project
@@ -180,6 +181,11 @@ class ProjectAnalysis:
     def modes(self) -> GradModes:
         """The inference-mode states every function may run in, from every entry point."""
         return GradModes(self.project, self.graph, self.regions, ENTRY_STATES[self.config.entry_grad_mode])
+
+    @functools.cached_property
+    def once_per_object(self) -> OncePerObject:
+        """Which methods run once per object (each project call on an object its caller has just built)."""
+        return OncePerObject(self.project, self.graph)
 
     @functools.cached_property
     def buffers(self) -> Buffers:

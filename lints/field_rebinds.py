@@ -29,8 +29,9 @@ from .buffer_allocations import BufferKey
 from .callgraph import CallGraph
 from .project import Project
 from .provenance import Provenance
-from .summary_records import method_call, objects_in
+from .summary_records import method_call
 from .symbols import FIELD
+from .unnamed_calls import UnnamedCalls
 
 _MAX_DEPTH = 3
 
@@ -52,8 +53,7 @@ class FieldRebinds:
         self._always: dict[tuple[str, BufferKey, int], bool] = {}
         self._callers: dict[tuple[str, BufferKey, int], bool] = {}
         self._event_lists: dict[tuple[str, str], list] = {}
-        self._taken_as_values: Optional[frozenset[str]] = None
-        self._by_name: dict[str, bool] = {}
+        self.unnamed = UnnamedCalls(project)
 
     def behind_binding(self, fid: str, key: BufferKey) -> bool:
         """Whether every project call of method ``fid`` runs it after ``self.<key.name>`` was bound to a new
@@ -79,7 +79,7 @@ class FieldRebinds:
             e.how == "call" and self._on_self(e.caller, e.call)
             and e.call not in self.project.function(e.caller)["deferred"]  # a lambda's call runs later
             and self._bound_at(e.caller, key, e.line, e.call, depth) for e in edges) \
-            and fn["name"] not in self._values_taken() and not self._dispatches_by_name(self.project.class_of(fid))
+            and not self.unnamed.may_run_unnamed(fid)
 
     def _bound_at(self, fid: str, key: BufferKey, line: int, call: int, depth: int) -> bool:
         memo = (fid, key, line, call, depth)
@@ -149,41 +149,6 @@ class FieldRebinds:
                 self._binding_line(fid, fn, key, None, -1, depth)
             found = bound is not None and all(bound < r.line for r in rets)
             self._always[memo] = found
-        return found
-
-    def _values_taken(self) -> frozenset[str]:
-        """The attribute names the project stores or returns as values anywhere (``self.step = self.validate``,
-        ``return self.validate``): a method of such a name may be called where no call names it. (One handed to a
-        call, ``register(self.validate)``, is the call graph's "argument" edge.)"""
-        if self._taken_as_values is None:
-            self._taken_as_values = frozenset(
-                name.rpartition(".")[2] for _summary, fn in self.project.functions.values()
-                for value in (*(fact.value for fact in fn["assigns"]), *(ret.value for ret in fn["rets"]))
-                for tag, name in objects_in(value)
-                if tag == "n" and "." in name)  # a bound method is an attribute (`self.validate`)
-        return self._taken_as_values
-
-    def _dispatches_by_name(self, cid: Optional[str]) -> bool:
-        """Whether a method of the class, of a base or of a subclass calls ``getattr(self, name)`` with a name not
-        spelt out: any method of the class may run there."""
-        if cid is None or cid not in self.project.classes:
-            return True
-        found = self._by_name.get(cid)
-        if found is None:
-            project = self.project
-            found = False
-            for klass in (*project.mro(cid), *project.subclasses(cid)):
-                if klass not in project.classes:
-                    continue
-                for method in project.classes[klass][1]["methods"]:
-                    fid = project.method(klass, method)
-                    if fid is None:
-                        continue
-                    for call in project.function(fid)["calls"]:
-                        if call.func == ["n", "getattr"] and call.args[:1] == [["n", "self"]] and (
-                                len(call.args) < 2 or call.args[1][0] != "k"):
-                            found = True
-            self._by_name[cid] = found
         return found
 
     def _on_self(self, fid: str, index: int) -> bool:

@@ -59,7 +59,6 @@ class HolderLifetimes:
         self._fates: dict[str, str] = {}
         self._site_fates: dict[str, list[str]] = {}
         self._in_progress: set[str] = set()
-        self._by_leaf: Optional[dict[str, list[tuple[str, int]]]] = None
         self._cls_sites: Optional[dict[str, list[tuple[str, int]]]] = None
         self._callers: dict[str, list[tuple[str, int, str]]] = {}
         self._use_index: dict[str, dict[tuple, list[tuple[str, object, int]]]] = {}
@@ -98,38 +97,17 @@ class HolderLifetimes:
             self._site_fates[cid] = places
         return fate
 
-    def _calls_named(self, leaf: str) -> list[tuple[str, int]]:
-        """(function, call) of the calls spelt ``leaf(...)`` or ``x.leaf(...)`` where ``leaf`` names a class or a
-        method of the project, or is ``cls``: one pass over every call, the first time."""
-        if self._by_leaf is None:
-            wanted = {cls["name"] for _summary, cls in self.project.classes.values()} | {"cls"}
-            wanted.update(self.project.method_names())
-            by_leaf: dict[str, list[tuple[str, int]]] = {}
-            for fid, (_summary, fn) in self.project.functions.items():
-                for index, call in enumerate(fn["calls"]):
-                    func = call.func
-                    if func[0] == "n":
-                        name = func[1].rpartition(".")[2]
-                        if name in wanted:
-                            found = by_leaf.get(name)
-                            if found is None:
-                                by_leaf[name] = [(fid, index)]
-                            else:
-                                found.append((fid, index))
-            self._by_leaf = by_leaf
-        return self._by_leaf.get(leaf, [])
-
     def _construction_sites(self, cid: str) -> list[tuple[str, int]]:
         """``Cls(...)``, ``mod.Cls(...)``, and ``cls(...)`` in a classmethod of the class itself."""
         project = self.project
         out = []
-        for fid, index in self._calls_named(project.classes[cid][1]["name"]):
+        for fid, index in self.project.calls_named(project.classes[cid][1]["name"]):
             symbol = project.resolve(fid, project.function(fid)["calls"][index].func[1])
             if symbol is not None and symbol.kind == CLASS and symbol.target == cid:
                 out.append((fid, index))
         if self._cls_sites is None:
             self._cls_sites = {}
-            for fid, index in self._calls_named("cls"):
+            for fid, index in self.project.calls_named("cls"):
                 if project.function(fid)["params"][:1] == ["cls"] and project.function(fid)["calls"][index].func \
                         == ["n", "cls"]:
                     owner = project.class_of(fid)
@@ -148,7 +126,7 @@ class HolderLifetimes:
         self._callers[fid] = out
         fn = self.project.function(fid)
         if fn["cls"] and not out:
-            for caller, index in self._calls_named(fn["name"]):
+            for caller, index in self.project.calls_named(fn["name"]):
                 func = self.project.function(caller)["calls"][index].func
                 if "." in func[1] and not self.graph.call_targets(caller, index, loose=True):
                     out.append((caller, index, "by-name"))

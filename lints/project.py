@@ -70,6 +70,7 @@ class Project(ValueClasses, ScopeBindings):
         self._rebound: dict[str, set[str]] = {}
         self._members: dict[tuple[Symbol, str], Optional[Symbol]] = {}
         self._methods: dict[tuple[str, str], Optional[str]] = {}
+        self._calls_by_leaf: Optional[tuple[dict[str, list[tuple[str, int]]], ...]] = None
         self._init_value_classes()
         self._init_scope_bindings()
 
@@ -162,6 +163,27 @@ class Project(ValueClasses, ScopeBindings):
                 qual = f"{cls['qual']}.{name}"
                 return fid_of(summary["module"], qual)
         return None
+
+    def calls_named(self, leaf: str, on_values: bool = False) -> list[tuple[str, int]]:
+        """(function, call) of the calls spelt ``leaf(...)`` or ``x.leaf(...)`` where ``leaf`` names a class or a
+        method of the project, or is ``cls`` (``on_values``: those spelt ``f().leaf(...)``): one pass over every
+        call, the first time."""
+        if self._calls_by_leaf is None:
+            wanted = {cls["name"] for _summary, cls in self.classes.values()} | {"cls"}
+            wanted.update(self._methods_by_name)
+            by_leaf: dict[str, list[tuple[str, int]]] = {}
+            by_attribute: dict[str, list[tuple[str, int]]] = {}
+            for fid, (_summary, fn) in self.functions.items():
+                for index, call in enumerate(fn["calls"]):
+                    func = call.func
+                    if func[0] == "n":
+                        name = func[1].rpartition(".")[2]
+                        if name in wanted:
+                            by_leaf.setdefault(name, []).append((fid, index))
+                    elif func[0] == "a" and func[2] in wanted:
+                        by_attribute.setdefault(func[2], []).append((fid, index))
+            self._calls_by_leaf = (by_leaf, by_attribute)
+        return self._calls_by_leaf[on_values].get(leaf, [])
 
     def methods_named(self, name: str) -> list[str]:
         return self._methods_by_name.get(name, [])

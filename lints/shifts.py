@@ -24,7 +24,8 @@ _SUMMARY_FIELDS = frozenset({"schema", "path", "module", "package", "functions",
 _FUNCTION_FIELDS = frozenset({"name", "qual", "line", "col", "cls", "parent", "params", "ann", "defaults", "dec",
                               "calls", "withs", "rets", "assigns", "guards", "imports", "globals", "locals",
                               "nested", "notable", "blocks", "ret", "deferred", "asserts"})
-_CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope", "fields", "record_fields"})
+_CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope", "fields", "record_fields",
+                           "makers"})
 NO_COLUMN = -1
 _REDEFINED = re.compile(r"@(\d+)(?=\.|$)")
 

@@ -158,6 +158,9 @@ class _Summarizer:
                 else:
                     elements.append(self.expr(element, scope))
             return ["t", elements]
+        names = _registry_names(node)
+        if names:
+            return ["r", names]
         self.walk_expr(node, scope)
         fresh = kind in _FRESH_KINDS or (kind is ast.UnaryOp and not isinstance(node.op, ast.UAdd))
         return _FRESH if fresh else _UNKNOWN
@@ -466,6 +469,11 @@ class _Summarizer:
         methods: list[str] = []
         self.classes[qual] = {"name": node.name, "qual": qual, "line": line, "bases": bases, "methods": methods,
                               "scope": outer.qual}
+        # what may make `Cls()` give back an object that exists (a singleton's metaclass or decorator)
+        makers = [_dotted(keyword.value) or "?" for keyword in node.keywords if keyword.arg == "metaclass"]
+        makers += [_dotted(dec.func if isinstance(dec, ast.Call) else dec) or "?" for dec in node.decorator_list]
+        if makers:
+            self.classes[qual]["makers"] = makers
         if any((_dotted(dec.func if isinstance(dec, ast.Call) else dec) or "").rpartition(".")[2] == "dataclass"
                for dec in node.decorator_list):
             # a record: the names its body declares are the fields each instance is built with
@@ -515,6 +523,22 @@ def _plain_constant(value):
 
 
 _INT_LIMIT = 1 << 64
+
+
+def _registry_names(node: ast.AST) -> Optional[list[str]]:
+    """The dotted names a list, set or dict display (with constant keys) holds, when it holds names alone
+    (``{"nvfp4": NVFP4Method, "fp8": FP8Method}``); None for anything else."""
+    kind = type(node)
+    if kind is ast.Dict:
+        if not all(isinstance(key, ast.Constant) for key in node.keys):
+            return None  # `**other`, or a key that computes
+        values = node.values
+    elif kind is ast.List or kind is ast.Set:
+        values = node.elts
+    else:
+        return None
+    names = [_dotted(value) for value in values]
+    return names if names and all(names) else None
 
 
 def _is_class_var(annotation: ast.AST) -> bool:

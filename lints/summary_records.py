@@ -15,6 +15,7 @@ Expressions are kept in a small tagged form, enough to follow names, calls and c
     ["t", [e, ...]]          a tuple display ``(e, ...)`` (a starred element is ``["?"]``)
     ["m", e]                 a list, set or generator comprehension of ``e`` (``[torch.empty(n) for _ in r]``)
     ["u", e, i]              element ``i`` of ``e`` unpacked (``a, b = e``; ``for a, b in e``: of ``["s", e]``)
+    ["r", ["a.b", ...]]      a list, set or dict display of names alone (``{"fp8": FP8Method}``: a registry)
     ["f"]                    a new object computed here that holds no other (``a + b``, ``-a``, ``a < b``)
     ["?"]                    anything else
 """

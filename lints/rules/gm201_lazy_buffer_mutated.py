@@ -7,6 +7,7 @@ from ..buffers import Allocation, Mutation
 from ..model import Finding
 from ..regions import INFERENCE, INFERENCE_OFF
 from ..rule import Rule
+from ..summary_records import method_call
 
 
 # Headers shared by the examples of an update behind a caller's binding and of a local's reaching bindings.
@@ -59,6 +60,18 @@ _CACHE_B = (
     "    return t\n"
 )
 _CACHE_B_REPORTED = _CACHE_B.replace("torch.zeros(n)\n", "torch.zeros(n)  # expect: GM201:9\n")
+_SCALES = (  # a resize, then a fill, in one method
+    "import functools, torch\n"
+    "class Scales:\n"
+    "    def __init__(self, n):\n"
+    "        self.k = torch.ones(n)\n"
+    "    def load(self, values):\n"
+    "        if len(values) > len(self.k):\n"
+    "            self.k = torch.ones(len(values))\n"
+    "        self.k.copy_(torch.tensor(values))\n"
+    "REGISTRY = {'a': Scales}\n"
+)
+_SCALES_REPORTED = _SCALES.replace("torch.ones(len(values))\n", "torch.ones(len(values))  # expect: GM201:13\n")
 
 
 class LazyBufferMutatedInPlace(Rule):
@@ -346,7 +359,8 @@ class LazyBufferMutatedInPlace(Rule):
             "        self._out.zero_()\n"
             "def main():\n"
             "    engine = Engine()\n"
-            "    engine.step(4)\n")},
+            "    for n in (4, 8):\n"
+            "        engine.step(n)\n")},
         # a pool filled under a check that finds it empty, then updated in place
         "import torch\n"
         "class Ring:\n"
@@ -431,6 +445,73 @@ class LazyBufferMutatedInPlace(Rule):
         "    if not state:\n"
         "        h.zero_()\n"
         "    h.add_(1)\n",
+        # run again on one object: twice, in a loop, on a cached or shared object, on a registry the project
+        # adds to, on a singleton, on a parameter, by a subclass's `super()`
+        _SCALES_REPORTED +
+        "def warm(values):\n"
+        "    s = Scales(4)\n"
+        "    s.load(values)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "def serve(rows):\n"
+        "    s = Scales(4)\n"
+        "    for values in rows:\n"
+        "        s.load(values)\n",
+        _SCALES_REPORTED +
+        "@functools.cache\n"
+        "def shared():\n"
+        "    return Scales(4)\n"
+        "def serve(values):\n"
+        "    s = shared()\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "def register(name, cls):\n"
+        "    REGISTRY[name] = cls\n"
+        "def serve(values, name):\n"
+        "    s = REGISTRY[name](4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "class Once(type):\n"
+        "    pass\n"
+        "class Shared(Scales, metaclass=Once):\n"
+        "    pass\n"
+        "def serve(values):\n"
+        "    s = Shared(4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "def build(values):\n"
+        "    s = Scales(4)\n"
+        "    s.load(values)\n"
+        "    return s\n"
+        "def refresh(s: Scales, values):\n"
+        "    s.load(values)\n",
+        # `forward` and a dunder run where no call names them (`layer(x)`): one named call is not every run
+        "import torch\n"
+        "class Layer(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        if self._out is None or self._out.shape != x.shape:\n"
+        "            self._out = torch.empty_like(x)  # expect: GM201:13\n"
+        "        self._out.copy_(x)\n"
+        "        return self._out\n"
+        "class Fn:\n"
+        "    def __call__(self, x):\n"
+        "        if self._out is None:\n"
+        "            self._out = torch.empty_like(x)  # expect: GM201:13\n"
+        "        self._out.copy_(x)\n"
+        "def check(x):\n"
+        "    layer = Layer()\n"
+        "    fn = Fn()\n"
+        "    fn.__call__(x)\n"
+        "    return layer.forward(x)\n",
+        _SCALES_REPORTED +
+        "class Wide(Scales):\n"
+        "    def load(self, values):\n"
+        "        super().load(values)\n"
+        "def build(values):\n"
+        "    s = Scales(4)\n"
+        "    s.load(values)\n"
+        "    w = Wide(4)\n"
+        "    w.load(values)\n",
         # bound after the update, in a loop that runs the update again
         _CACHE_B_REPORTED +
         "def fwd(xs, n):\n"
@@ -917,6 +998,23 @@ class LazyBufferMutatedInPlace(Rule):
         "        self.prepare()\n"
         "        self.launch(n)\n"
         "        self.validate()\n",
+        # a method each object runs once, on an object its caller has just built (a class, an item of a registry
+        # of classes, a factory of either): what it allocates and then updates is that run's
+        _SCALES +
+        "def make(name, n):\n"
+        "    return REGISTRY[name](n)\n"
+        "def build(values, name):\n"
+        "    scales = make(name, 4)\n"
+        "    scales.load(values)\n"
+        "    return scales\n"
+        "def build_all(rows, name):\n"
+        "    out = []\n"
+        "    for values in rows:\n"
+        "        kind = REGISTRY.get(name)\n"
+        "        one = kind(4)\n"
+        "        one.load(values)\n"
+        "        out.append(one)\n"
+        "    return out\n",
     )
 
     def check(self, analysis: ProjectAnalysis) -> Iterator[Finding]:
@@ -925,13 +1023,48 @@ class LazyBufferMutatedInPlace(Rule):
                 continue
             if alloc.per_holder:  # made again with each holder, or of an object the caller hands in
                 continue
-            if _modes_fixed_alike(analysis, alloc, mutations):
+            if _modes_fixed_alike(analysis, alloc, mutations) or _one_run_per_object(analysis, alloc, mutations):
                 continue
             first = mutations[0]
             yield self.finding(analysis, alloc.fid, alloc.line, alloc.col,
                                f"`{alloc.key.text()}` is lazily allocated and updated in place",
                                (f"buffer: {alloc.why_lazy}",
                                 f"updated in place: {first.how} at {analysis.project.where(first.fid, first.line)}"))
+
+
+def _one_run_per_object(analysis: ProjectAnalysis, alloc: Allocation, mutations: list[Mutation]) -> bool:
+    """Whether a method that runs once per object (``lints/once_per_object.py``) allocates ``self.<field>`` and
+    is where each update of it is written, on ``self``'s field: every update writes the tensor that same run
+    made (or an eager one, which is GM202's), never one a run under another grad mode left."""
+    key = alloc.key
+    if key.kind != "attr":
+        return False
+    fn = analysis.project.function(alloc.fid)
+    field = ["n", f"self.{key.name}"]
+    if not any(fact.line == alloc.line and fact.col == alloc.col and fact.target == field for fact in fn["assigns"]):
+        return False
+    if not all(m.fid == alloc.fid and not m.entry_fid and _writes(fn, m, field) for m in mutations):
+        return False
+    return analysis.once_per_object.runs_once(alloc.fid)
+
+
+def _writes(fn: dict, mutation: Mutation, field: list) -> bool:
+    """Whether the update is written on ``field`` itself or an item of it (``self.ws.copy_(x)``,
+    ``self.ws[:n] = x``, ``out=self.ws``), not on another object's field of that name."""
+    def on_field(expr: list) -> bool:
+        while expr[0] == "s":
+            expr = expr[1]
+        return expr == field
+
+    at = (mutation.line, mutation.col)
+    for call in fn["calls"]:
+        if (call.line, call.col) == at:
+            receiver, _method = method_call(call.func)
+            if receiver is not None and on_field(receiver):
+                return True
+            out = call.kwargs.get("out")
+            return out is not None and on_field(out)
+    return any((fact.line, fact.col) == at and on_field(fact.target) for fact in fn["assigns"])
 
 
 def _modes_fixed_alike(analysis: ProjectAnalysis, alloc: Allocation, mutations: list[Mutation]) -> bool:
