@@ -55,28 +55,45 @@ def missing_names(test: ast.AST) -> list[str]:
     return sorted(missing | stale)
 
 
-def none_facts(test: ast.AST, holds: bool) -> tuple[list[str], list[str]]:
-    """The plain names ``test`` finds None, and those it finds not None, where it ``holds`` (or where it fails):
-    ``x is None``, ``x is not None``, a bare ``x`` (truthy: not None), under ``not``, the parts of an ``and``
-    that holds and of an ``or`` that fails. Names with a dot are left out: a call may set a field."""
-    none: set[str] = set()
-    present: set[str] = set()
-    stack: list[tuple[ast.AST, bool]] = [(test, holds)]
-    while stack:
-        node, positive = stack.pop()
-        kind = type(node)
-        if kind is ast.UnaryOp and type(node.op) is ast.Not:
-            stack.append((node.operand, not positive))
-        elif kind is ast.BoolOp:
-            if (type(node.op) is ast.And) == positive:  # each part holds (an `and`) or each fails (an `or`)
-                stack.extend((value, positive) for value in node.values)
-        elif kind is ast.Name and positive:
-            present.add(node.id)
-        elif kind is ast.Compare and len(node.ops) == 1 and type(node.left) is ast.Name \
-                and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
-                and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
-            (none if (type(node.ops[0]) is ast.Is) == positive else present).add(node.left.id)
-    return sorted(none), sorted(present)
+# A clause: literals (name, is_none) of which one holds at least. Tests with more are not followed.
+_MAX_CLAUSES = 8
+_MAX_LITERALS = 4
+
+
+def none_clauses(test: ast.AST, holds: bool, aliases: Optional[dict[str, ast.AST]] = None,
+                 depth: int = 0) -> list[list[tuple[str, bool]]]:
+    """What ``test`` says of plain names being None where it ``holds`` (or fails), as clauses that all hold:
+    ``x is None`` holding gives ``[[("x", True)]]``; ``a is None and b is None`` failing gives ``[[("a", False),
+    ("b", False)]]``; a bare ``x`` holding says it is not None. ``aliases``: a test a local was bound to
+    (``use_x = x is not None``), read where the local is tested. Names with a dot are left out (a call may set a
+    field); so is what grows past a few clauses (a weaker answer, never a wrong one)."""
+    if depth > 8:
+        return []
+    kind = type(test)
+    if kind is ast.UnaryOp and type(test.op) is ast.Not:
+        return none_clauses(test.operand, not holds, aliases, depth + 1)
+    if kind is ast.BoolOp:
+        parts = [none_clauses(value, holds, aliases, depth + 1) for value in test.values]
+        if (type(test.op) is ast.And) == holds:  # each part holds (an `and`), or each fails (an `or`)
+            return [clause for part in parts for clause in part][:_MAX_CLAUSES]
+        # one part holds, or one fails: each clause of the answer takes a clause of every part
+        if not all(parts):
+            return []
+        combined: list[list[tuple[str, bool]]] = [[]]
+        for part in parts:
+            combined = [clause + other for clause in combined for other in part]
+            if len(combined) > _MAX_CLAUSES or any(len(clause) > _MAX_LITERALS for clause in combined):
+                return []
+        return combined
+    if kind is ast.Name:
+        if aliases and test.id in aliases:
+            return none_clauses(aliases[test.id], holds, aliases, depth + 1)
+        return [[(test.id, False)]] if holds else []
+    if kind is ast.Compare and len(test.ops) == 1 and type(test.left) is ast.Name \
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        return [[(test.left.id, (type(test.ops[0]) is ast.Is) == holds)]]
+    return []
 
 
 def _call_name(call: ast.Call) -> str:

@@ -13,7 +13,7 @@ import re
 import warnings
 from typing import Iterable, Iterator, Optional
 
-from .branch_tests import dotted_name, missing_names, none_facts
+from .branch_tests import dotted_name, missing_names, none_clauses
 from .module_names import relative_import_base
 from .names import is_notable_call
 from .sources import source_lines
@@ -31,13 +31,17 @@ _FRESH_KINDS = frozenset({ast.BinOp, ast.Compare, ast.JoinedStr})
 class _Scope:
     """The facts of one function (or of the module's top level) as they are collected."""
 
-    __slots__ = ("data", "withs", "guards", "qual")
+    __slots__ = ("data", "withs", "guards", "qual", "blocks", "none_tests")
 
     def __init__(self, data: dict, qual: str) -> None:
         self.data = data
         self.qual = qual
         self.withs: list[int] = []  # indices of the enclosing with-statements, innermost last
         self.guards: list[int] = []  # indices of the enclosing if-branches, innermost last
+        self.blocks = 0  # how many loop, try or match bodies are around
+        # local -> the test of None it was bound to, at the top of the function, not bound since (`has_x = x is
+        # not None`): a test of the local reads that test (``branch_tests.none_clauses``)
+        self.none_tests: dict[str, ast.AST] = {}
 
 
 def _new_function(name: str, qual: str, line: int, col: int, cls: Optional[str], parent: Optional[str]) -> dict:
@@ -237,6 +241,8 @@ class _Summarizer:
                       scope.guards[-1] if scope.guards else -1)
 
     def _assign(self, target: ast.AST, value: list, op: Optional[str], node: ast.AST, scope: _Scope) -> None:
+        if type(target) is ast.Name:
+            scope.none_tests.pop(target.id, None)
         if isinstance(target, (ast.Tuple, ast.List)):
             known = value != _UNKNOWN and op is None
             for index, element in enumerate(target.elts):
@@ -264,7 +270,7 @@ class _Summarizer:
         names, missing = facts
         guards = scope.data["guards"]
         guards.append(Guard(names, scope.guards[-1] if scope.guards else -1, orelse, test.lineno, missing,
-                            *none_facts(test, not orelse)))
+                            none_clauses(test, not orelse, scope.none_tests)))
         return len(guards) - 1
 
     def _test_facts(self, test: ast.AST) -> tuple[list, list]:
@@ -285,10 +291,9 @@ class _Summarizer:
 
     def _assertion(self, test: ast.AST, holds: bool, line: int, scope: _Scope) -> None:
         """An assertion record: after ``line``, ``test`` ``holds`` (or fails), if it tells of None."""
-        finds_none, finds_set = none_facts(test, holds)
-        if finds_none or finds_set:
-            scope.data["asserts"].append(Assertion(scope.guards[-1] if scope.guards else -1, line, finds_none,
-                                                   finds_set))
+        clauses = none_clauses(test, holds, scope.none_tests)
+        if clauses:
+            scope.data["asserts"].append(Assertion(scope.guards[-1] if scope.guards else -1, line, clauses))
 
     def body(self, statements: Iterable[ast.stmt], scope: _Scope, record: Optional[With] = None) -> None:
         """Walk a block; ``record`` (a with-statement) learns which of its statements are bare calls or withs."""
@@ -329,7 +334,11 @@ class _Summarizer:
         """A body that may run without what comes before or after it (see ``blocks``)."""
         if statements:
             scope.data["blocks"].append([statements[0].lineno, statements[-1].end_lineno])
-            self.body(statements, scope)
+            scope.blocks += 1
+            try:
+                self.body(statements, scope)
+            finally:
+                scope.blocks -= 1
 
     def statement(self, stmt: ast.stmt, scope: _Scope) -> None:
         kind = type(stmt)
@@ -339,6 +348,9 @@ class _Summarizer:
             value = self.expr(stmt.value, scope)
             for target in stmt.targets:
                 self._assign(target, value, None, stmt, scope)
+            if len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Name and not scope.guards \
+                    and not scope.blocks and not scope.withs and none_clauses(stmt.value, True):
+                scope.none_tests[stmt.targets[0].id] = stmt.value
         elif kind is ast.AnnAssign:
             value = self.expr(stmt.value, scope) if stmt.value is not None else None
             if isinstance(stmt.target, (ast.Name, ast.Attribute)):
@@ -349,6 +361,8 @@ class _Summarizer:
             if value is not None:
                 self._assign(stmt.target, value, None, stmt, scope)
         elif kind is ast.AugAssign:
+            if type(stmt.target) is ast.Name:
+                scope.none_tests.pop(stmt.target.id, None)
             value = self.expr(stmt.value, scope)
             scope.data["assigns"].append(self._fact(self.expr(stmt.target, scope), value,
                                                     type(stmt.op).__name__, stmt, scope))
@@ -373,6 +387,7 @@ class _Summarizer:
                 line, col = self.pos(item.context_expr)
                 items.append(Item(value, line, col, item.optional_vars is not None))
                 if isinstance(item.optional_vars, ast.Name):
+                    scope.none_tests.pop(item.optional_vars.id, None)
                     scope.data["assigns"].append(self._fact(["n", item.optional_vars.id], ["?"], "with",
                                                             item.optional_vars, scope))
             line, col = self.pos(stmt)

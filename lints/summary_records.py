@@ -85,18 +85,16 @@ class Guard(NamedTuple):
     in_orelse: bool
     line: int
     missing: list  # the names its test finds missing or stale (``branch_tests.missing_names``)
-    finds_none: list  # the plain names that are None where the branch runs (``branch_tests.none_facts``)
-    finds_set: list  # and those that are not None there
+    none_clauses: list  # what its test says of plain names being None where the branch runs (``none_clauses``)
 
 
 class Assertion(NamedTuple):
     """An ``assert``, or an ``if`` whose body ends by leaving the block (``raise``, ``return``, ``continue``,
-    ``break``), that tells of a plain name whether it is None: the rest of the block runs only where the assert
+    ``break``), that tells of plain names whether they are None: the rest of the block runs only where the assert
     held, or the if's test failed (``assert x is not None``, ``if x is None: raise ...``)."""
     guard: int  # the innermost if-branch around it (-1: none)
-    line: int  # the last line of the statement: the facts hold after it
-    finds_none: list
-    finds_set: list
+    line: int  # the last line of the statement: the clauses hold after it
+    none_clauses: list  # as ``branch_tests.none_clauses`` gives them
 
 
 class Decorator(NamedTuple):
@@ -158,7 +156,7 @@ def binding_may_reach(fn: dict, binding: tuple[int, int], use: tuple[int, int]) 
     sits in an if statement that begins after the use and holds no part of it (a later statement: lines alone
     do not order one statement's parts, `a[g.zero_()] = (g := b)`). Always where a loop or a try body holds the
     binding (it may run again before the use, a while test included)."""
-    if _none_facts_disagree(fn, binding, use):
+    if _none_tests_exclude(fn, binding, use):
         return False
     if any(start <= binding[1] <= end for start, end in fn["blocks"]):
         return True
@@ -174,34 +172,52 @@ def binding_may_reach(fn: dict, binding: tuple[int, int], use: tuple[int, int]) 
     return True
 
 
-def _none_facts_disagree(fn: dict, binding: tuple[int, int], use: tuple[int, int]) -> bool:
-    """Whether a parameter the function never binds again is None where the binding runs and not None where the
-    use does, or the other way round: no run does both (``if state is not None: ... else: out = dummy``, then
-    ``assert state is not None`` before the use). Asserts are taken to run, as type checkers take them."""
-    bound_none, bound_set = none_facts_at(fn, *binding)
-    used_none, used_set = none_facts_at(fn, *use)
-    names = (bound_none & used_set) | (bound_set & used_none)
-    return bool(names) and any(_never_rebound(fn, name) for name in names)
+def _none_tests_exclude(fn: dict, binding: tuple[int, int], use: tuple[int, int]) -> bool:
+    """Whether no run reaches both the binding and the use, by what tests around them and asserts before them say
+    of parameters the function never binds again being None (``if state is not None: ... else: out = dummy``,
+    then ``assert state is not None`` before the use; with ``if has_idx and state is None: raise``, also
+    ``assert idx is not None``). Asserts are taken to run, as type checkers take them; a run's tests of such
+    parameters agree, so the clauses of both places hold together, and unit propagation finding none can hold
+    proves it."""
+    clauses = [clause for clause in (*none_clauses_at(fn, *binding), *none_clauses_at(fn, *use))
+               if all(_never_rebound(fn, name) for name, _is_none in clause)]
+    return bool(clauses) and _contradict(clauses)
 
 
-def none_facts_at(fn: dict, guard: int, line: int) -> tuple[set[str], set[str]]:
-    """The plain names that are None, and those that are not, where a fact at ``guard``, ``line`` runs: as the
-    if-branches around it find them, and the asserts before it whose block holds it (one in a loop or a try body
-    that does not hold the fact may not have run)."""
-    none: set[str] = set()
-    present: set[str] = set()
+def none_clauses_at(fn: dict, guard: int, line: int) -> list[list]:
+    """What holds of plain names being None where a fact at ``guard``, ``line`` runs: the clauses of the
+    if-branches around it and of the asserts before it whose block holds it (one in a loop or a try body that
+    does not hold the fact may not have run)."""
     guards = fn["guards"]
     around = {-1}
+    found: list[list] = []
     for index in enclosing_guards(fn, guard):
         around.add(index)
-        none.update(guards[index].finds_none)
-        present.update(guards[index].finds_set)
+        found.extend(guards[index].none_clauses)
     for assertion in fn["asserts"]:
         if assertion.guard in around and assertion.line < line and all(
                 start <= line <= end for start, end in fn["blocks"] if start <= assertion.line <= end):
-            none.update(assertion.finds_none)
-            present.update(assertion.finds_set)
-    return none, present
+            found.extend(assertion.none_clauses)
+    return found
+
+
+def _contradict(clauses: list[list]) -> bool:
+    """Whether unit propagation finds that the clauses cannot all hold (sound, not complete)."""
+    known: dict[str, bool] = {}
+    changed = True
+    while changed:
+        changed = False
+        for clause in clauses:
+            if any(known.get(name) is is_none for name, is_none in clause):
+                continue  # holds
+            open_literals = [(name, is_none) for name, is_none in clause if name not in known]
+            if not open_literals:
+                return True  # every literal fails
+            if len(open_literals) == 1:
+                name, is_none = open_literals[0]
+                known[name] = bool(is_none)
+                changed = True
+    return False
 
 
 def _never_rebound(fn: dict, name: str) -> bool:

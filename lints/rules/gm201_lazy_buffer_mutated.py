@@ -445,6 +445,21 @@ class LazyBufferMutatedInPlace(Rule):
         "    if not state:\n"
         "        h.zero_()\n"
         "    h.add_(1)\n",
+        # the local bound to the test again before it is read, or a test that leaves either way open
+        _CACHE_B_REPORTED +
+        "def put(n, state=None, index=None, other=None):\n"
+        "    has_index = index is not None\n"
+        "    has_index = other\n"
+        "    if has_index and state is None:\n"
+        "        raise ValueError(n)\n"
+        "    if state is None:\n"
+        "        h = get_b(n)\n"
+        "    else:\n"
+        "        h = state\n"
+        "    assert index is not None\n"
+        "    h.zero_()\n"
+        "    if index is None or other is None:\n"
+        "        h.add_(1)\n",
         # run again on one object: twice, in a loop, on a cached or shared object, on a registry the project
         # adds to, on a singleton, on a parameter, by a subclass's `super()`
         _SCALES_REPORTED +
@@ -971,6 +986,20 @@ class LazyBufferMutatedInPlace(Rule):
         "    if state is None:\n"
         "        raise ValueError(n)\n"
         "    g.zero_()\n",
+        # the same through a test the function bound to a local, and an early raise on two parameters
+        _CACHE_B +
+        "def fwd(x, n, state=None, index=None):\n"
+        "    has_index = index is not None\n"
+        "    if has_index and state is None:\n"
+        "        raise ValueError(n)\n"
+        "    if state is not None:\n"
+        "        g = state\n"
+        "    else:\n"
+        "        g = get_b(n)\n"
+        "    if n > 4:\n"
+        "        assert index is not None\n"
+        "        g.index_copy_(0, index, x)\n"
+        "    return g\n",
         # the field set to None and made lazily again after the binding, before the update: a tensor of the same call
         # of `run`, which the next call replaces
         "import torch\n"
