@@ -60,12 +60,12 @@ _MAX_CLAUSES = 8
 _MAX_LITERALS = 4
 
 
-def none_clauses(test: ast.AST, holds: bool, aliases: Optional[dict[str, ast.AST]] = None,
+def none_clauses(test: ast.AST, holds: bool, aliases: Optional[dict[str, tuple[list, list]]] = None,
                  depth: int = 0) -> list[list[tuple[str, bool]]]:
     """What ``test`` says of plain names being None where it ``holds`` (or fails), as clauses that all hold:
     ``x is None`` holding gives ``[[("x", True)]]``; ``a is None and b is None`` failing gives ``[[("a", False),
-    ("b", False)]]``; a bare ``x`` holding says it is not None. ``aliases``: a test a local was bound to
-    (``use_x = x is not None``), read where the local is tested. Names with a dot are left out (a call may set a
+    ("b", False)]]``; a bare ``x`` holding says it is not None. ``aliases``: what a local says where it holds and
+    where it fails, from the test it was bound to (``use_x = x is not None``). Names with a dot are left out (a call may set a
     field); so is what grows past a few clauses (a weaker answer, never a wrong one)."""
     if depth > 8:
         return []
@@ -87,7 +87,7 @@ def none_clauses(test: ast.AST, holds: bool, aliases: Optional[dict[str, ast.AST
         return combined
     if kind is ast.Name:
         if aliases and test.id in aliases:
-            return none_clauses(aliases[test.id], holds, aliases, depth + 1)
+            return aliases[test.id][0 if holds else 1]
         return [[(test.id, False)]] if holds else []
     if kind is ast.Compare and len(test.ops) == 1 and type(test.left) is ast.Name \
             and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \

@@ -23,7 +23,8 @@ from .summary_records import MODULE_SCOPE
 _SUMMARY_FIELDS = frozenset({"schema", "path", "module", "package", "functions", "classes", "star"})
 _FUNCTION_FIELDS = frozenset({"name", "qual", "line", "col", "cls", "parent", "params", "ann", "defaults", "dec",
                               "calls", "withs", "rets", "assigns", "guards", "imports", "globals", "locals",
-                              "nested", "notable", "blocks", "ret", "deferred", "asserts"})
+                              "nested", "notable", "blocks", "ret", "deferred", "asserts",
+                              "other_binds"})
 _CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope", "fields", "record_fields",
                            "makers"})
 NO_COLUMN = -1
@@ -68,7 +69,7 @@ def shape_and_places(summary: dict) -> Optional[tuple[str, list[tuple[int, int]]
         shaped["withs"] = [[at(w[0], w[1]), 0, [[i[0], at(i[1], i[2]), 0, *i[3:]] for i in w[2]], w[3], w[4],
                             at(w[5]), *w[6:]] for w in fn["withs"]]
         shaped["blocks"] = [[at(first), at(last)] for first, last in fn["blocks"]]
-        shaped["asserts"] = [[a[0], at(a[1]), *a[2:]] for a in fn["asserts"]]
+        shaped["asserts"] = [[a[0], a[1], at(a[2]), *a[3:]] for a in fn["asserts"]]
         functions.append([named(qual), shaped])
     classes = []
     for qual, klass in summary["classes"].items():

@@ -31,24 +31,54 @@ _FRESH_KINDS = frozenset({ast.BinOp, ast.Compare, ast.JoinedStr})
 class _Scope:
     """The facts of one function (or of the module's top level) as they are collected."""
 
-    __slots__ = ("data", "withs", "guards", "qual", "blocks", "none_tests")
+    __slots__ = ("data", "withs", "guards", "qual", "blocks", "none_tests", "node", "_bound_once")
 
-    def __init__(self, data: dict, qual: str) -> None:
+    def __init__(self, data: dict, qual: str, node: Optional[ast.AST] = None) -> None:
         self.data = data
         self.qual = qual
+        self.node = node  # the function's definition (None for the module's top level)
+        self._bound_once: Optional[set[str]] = None
         self.withs: list[int] = []  # indices of the enclosing with-statements, innermost last
         self.guards: list[int] = []  # indices of the enclosing if-branches, innermost last
         self.blocks = 0  # how many loop, try or match bodies are around
         # local -> the test of None it was bound to, at the top of the function, not bound since (`has_x = x is
         # not None`): a test of the local reads that test (``branch_tests.none_clauses``)
-        self.none_tests: dict[str, ast.AST] = {}
+        self.none_tests: dict[str, tuple[list, list]] = {}
+
+    def tests_read_here(self) -> dict[str, tuple[list, list]]:
+        """The locals' tests of None a test here reads: every one outside loop and try bodies (no binding can come
+        between, but one written between, which drops it); in such a body, those of locals bound once (a later
+        binding in the body may run before the next round's test)."""
+        if not self.blocks or not self.none_tests:
+            return self.none_tests
+        return {name: test for name, test in self.none_tests.items() if self.bound_once(name)}
+
+    def bound_once(self, name: str) -> bool:
+        """Whether the function binds ``name`` in one place alone (no other assignment, loop or with target,
+        walrus, ``del``, ``global`` or ``nonlocal`` of it, in it or in a function nested in it)."""
+        if self._bound_once is None:
+            counts: dict[str, int] = {}
+            stack = list(ast.iter_child_nodes(self.node)) if self.node is not None else []
+            while stack:
+                sub = stack.pop()
+                kind = type(sub)
+                if kind is ast.Name and type(sub.ctx) is not ast.Load:
+                    counts[sub.id] = counts.get(sub.id, 0) + 1
+                elif kind is ast.Global or kind is ast.Nonlocal:
+                    for declared in sub.names:
+                        counts[declared] = 2
+                elif kind is ast.arg:
+                    counts[sub.arg] = counts.get(sub.arg, 0) + 1
+                stack.extend(ast.iter_child_nodes(sub))
+            self._bound_once = {bound for bound, count in counts.items() if count == 1}
+        return name in self._bound_once
 
 
 def _new_function(name: str, qual: str, line: int, col: int, cls: Optional[str], parent: Optional[str]) -> dict:
     return {"name": name, "qual": qual, "line": line, "col": col, "cls": cls, "parent": parent,
             "params": [], "ann": {}, "defaults": {}, "dec": [], "calls": [], "withs": [], "rets": [],
             "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [],
-            "notable": [], "blocks": [], "deferred": [], "asserts": []}
+            "notable": [], "blocks": [], "deferred": [], "asserts": [], "other_binds": []}
 
 
 class _Summarizer:
@@ -270,7 +300,7 @@ class _Summarizer:
         names, missing = facts
         guards = scope.data["guards"]
         guards.append(Guard(names, scope.guards[-1] if scope.guards else -1, orelse, test.lineno, missing,
-                            none_clauses(test, not orelse, scope.none_tests)))
+                            none_clauses(test, not orelse, scope.tests_read_here())))
         return len(guards) - 1
 
     def _test_facts(self, test: ast.AST) -> tuple[list, list]:
@@ -289,11 +319,23 @@ class _Summarizer:
                 names.add(f"'{sub.value}'")
         return sorted(names), missing_names(test)
 
+    def _bound_otherwise(self, scope: _Scope, name: str) -> None:
+        scope.none_tests.pop(name, None)
+        self._bound_otherwise_in(scope.data, name)
+
+    @staticmethod
+    def _bound_otherwise_in(data: dict, name: str) -> None:
+        """``name`` is bound in the function otherwise than by an assignment its records show (see
+        ``other_binds``)."""
+        if name not in data["other_binds"]:
+            data["other_binds"].append(name)
+
     def _assertion(self, test: ast.AST, holds: bool, line: int, scope: _Scope) -> None:
         """An assertion record: after ``line``, ``test`` ``holds`` (or fails), if it tells of None."""
-        clauses = none_clauses(test, holds, scope.none_tests)
+        clauses = none_clauses(test, holds, scope.tests_read_here())
         if clauses:
-            scope.data["asserts"].append(Assertion(scope.guards[-1] if scope.guards else -1, line, clauses))
+            scope.data["asserts"].append(Assertion(scope.guards[-1] if scope.guards else -1,
+                                                   scope.withs[-1] if scope.withs else -1, line, clauses))
 
     def body(self, statements: Iterable[ast.stmt], scope: _Scope, record: Optional[With] = None) -> None:
         """Walk a block; ``record`` (a with-statement) learns which of its statements are bare calls or withs."""
@@ -349,8 +391,11 @@ class _Summarizer:
             for target in stmt.targets:
                 self._assign(target, value, None, stmt, scope)
             if len(stmt.targets) == 1 and type(stmt.targets[0]) is ast.Name and not scope.guards \
-                    and not scope.blocks and not scope.withs and none_clauses(stmt.value, True):
-                scope.none_tests[stmt.targets[0].id] = stmt.value
+                    and not scope.blocks and not scope.withs:
+                aliases = scope.tests_read_here()
+                read = (none_clauses(stmt.value, True, aliases), none_clauses(stmt.value, False, aliases))
+                if read[0] or read[1]:
+                    scope.none_tests[stmt.targets[0].id] = read
         elif kind is ast.AnnAssign:
             value = self.expr(stmt.value, scope) if stmt.value is not None else None
             if isinstance(stmt.target, (ast.Name, ast.Attribute)):
@@ -386,6 +431,10 @@ class _Summarizer:
                 value = self.expr(item.context_expr, scope)
                 line, col = self.pos(item.context_expr)
                 items.append(Item(value, line, col, item.optional_vars is not None))
+                if item.optional_vars is not None and not isinstance(item.optional_vars, ast.Name):
+                    for sub in ast.walk(item.optional_vars):  # `with ctx as (a, b)`: bound, not recorded
+                        if type(sub) is ast.Name:
+                            self._bound_otherwise(scope, sub.id)
                 if isinstance(item.optional_vars, ast.Name):
                     scope.none_tests.pop(item.optional_vars.id, None)
                     scope.data["assigns"].append(self._fact(["n", item.optional_vars.id], ["?"], "with",
@@ -399,13 +448,26 @@ class _Summarizer:
             self.body(stmt.body, scope, record)
             scope.withs.pop()
         elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            self._bound_otherwise(scope, stmt.name)
             self.function(stmt, scope, None)
         elif kind is ast.ClassDef:
+            self._bound_otherwise(scope, stmt.name)
             self.klass(stmt, scope)
         elif kind is ast.Import or kind is ast.ImportFrom:
             self._import(stmt, scope)
         elif kind is ast.Global or kind is ast.Nonlocal:
             scope.data["globals"].extend(stmt.names)
+            parent = scope.data["parent"]
+            while parent is not None:  # the enclosing functions' names this one may bind
+                for name in stmt.names:
+                    self._bound_otherwise_in(self.functions[parent], name)
+                parent = self.functions[parent]["parent"]
+        elif kind is ast.Delete:
+            for target in stmt.targets:
+                if type(target) is ast.Name:
+                    self._bound_otherwise(scope, target.id)
+                else:
+                    self.walk_expr(target, scope)
         elif kind in (ast.For, ast.AsyncFor):
             iterable = self.expr(stmt.iter, scope)
             self._assign(stmt.target, ["s", iterable] if isinstance(stmt.target, (ast.Name, ast.Tuple, ast.List))
@@ -413,18 +475,26 @@ class _Summarizer:
             self.block(stmt.body, scope)
             self.block(stmt.orelse, scope)
         elif kind is ast.While:
+            # the test runs again before each round, as the body does
+            scope.data["blocks"].append([stmt.test.lineno, stmt.test.end_lineno])
             self.walk_expr(stmt.test, scope)
             self.block(stmt.body, scope)
             self.block(stmt.orelse, scope)
         elif kind is ast.Try or kind is getattr(ast, "TryStar", None):
             self.block(stmt.body, scope)
             for handler in stmt.handlers:
+                if handler.name:
+                    self._bound_otherwise(scope, handler.name)
                 self.block(handler.body, scope)
             self.block(stmt.orelse, scope)
             self.block(stmt.finalbody, scope)
         elif kind is getattr(ast, "Match", None):
             self.walk_expr(stmt.subject, scope)
             for case in stmt.cases:
+                for sub in ast.walk(case.pattern):  # captures: `case {"k": name}`, `case [*rest]`, `**rest`
+                    for captured in (getattr(sub, "name", None), getattr(sub, "rest", None)):
+                        if isinstance(captured, str):
+                            self._bound_otherwise(scope, captured)
                 self.block(case.body, scope)
         elif kind is ast.Assert:
             self.walk_expr(stmt.test, scope)
@@ -450,7 +520,7 @@ class _Summarizer:
             qual = f"{qual}@{node.lineno}"
         line, col = self.pos(node)
         data = _new_function(node.name, qual, line, col, cls, parent)
-        scope = _Scope(data, qual)
+        scope = _Scope(data, qual, node)
         for dec in node.decorator_list:
             dline, dcol = self.pos(dec)
             data["dec"].append(Decorator(self.expr(dec, scope), dline, dcol))

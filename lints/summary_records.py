@@ -93,6 +93,7 @@ class Assertion(NamedTuple):
     ``break``), that tells of plain names whether they are None: the rest of the block runs only where the assert
     held, or the if's test failed (``assert x is not None``, ``if x is None: raise ...``)."""
     guard: int  # the innermost if-branch around it (-1: none)
+    with_index: int  # the innermost with around it: its exit may swallow the exception, so it holds inside only
     line: int  # the last line of the statement: the clauses hold after it
     none_clauses: list  # as ``branch_tests.none_clauses`` gives them
 
@@ -120,9 +121,12 @@ def with_records(summary: dict) -> dict:
     return summary
 
 
-# A function's "blocks": [first line, last line] of each body of a loop, a try (its handlers, else and
-# finally too) and a match case, which may run without the code before or after it (if-branches are
-# guards and with-bodies are withs).
+# A function's "blocks": [first line, last line] of each body of a loop, a while loop's test, a try (its
+# handlers, else and finally too) and a match case, which may run without the code before or after it, or
+# again (if-branches are guards and with-bodies are withs).
+# A function's "other_binds": the names it binds otherwise than by an assignment "assigns" shows (an
+# `except ... as`, a match capture, a `with ... as (a, b)`, `del`, a nested def or class, a `global` or
+# `nonlocal` in a function nested in it).
 # A function's "deferred": the indices of its calls written in a lambda's body or in a comprehension's lazy
 # parts (its element, its tests, every iterable but the first): they run later, any number of times, or never,
 # not where the statement holding them runs.
@@ -194,9 +198,11 @@ def none_clauses_at(fn: dict, guard: int, line: int) -> list[list]:
     for index in enclosing_guards(fn, guard):
         around.add(index)
         found.extend(guards[index].none_clauses)
+    withs = fn["withs"]
     for assertion in fn["asserts"]:
         if assertion.guard in around and assertion.line < line and all(
-                start <= line <= end for start, end in fn["blocks"] if start <= assertion.line <= end):
+                start <= line <= end for start, end in fn["blocks"] if start <= assertion.line <= end) and (
+                assertion.with_index < 0 or line <= withs[assertion.with_index].end_line):
             found.extend(assertion.none_clauses)
     return found
 
@@ -222,8 +228,9 @@ def _contradict(clauses: list[list]) -> bool:
 
 def _never_rebound(fn: dict, name: str) -> bool:
     """Whether ``name`` is a parameter the function never binds again (no assignment, loop target, with-target,
-    walrus, import or global of that name)."""
-    if name not in fn["params"] or name in fn["locals"] or name in fn["globals"] or name in fn["imports"]:
+    walrus, import, global, or binding of another kind: ``other_binds``)."""
+    if name not in fn["params"] or name in fn["locals"] or name in fn["globals"] or name in fn["imports"] \
+            or name in fn["other_binds"]:
         return False
     return not any(fact.target[0] == "n" and fact.target[1] == name for fact in fn["assigns"])
 

@@ -460,6 +460,78 @@ class LazyBufferMutatedInPlace(Rule):
         "    h.zero_()\n"
         "    if index is None or other is None:\n"
         "        h.add_(1)\n",
+        # the parameter bound again otherwise than by an assignment (an except target, a match capture, a
+        # with target, a nested function's `nonlocal`), an early raise a with may swallow, a local bound to
+        # another's test before that one is bound again
+        _CACHE_B_REPORTED +
+        "def put(n, cfg, state=None):\n"
+        "    if state is None:\n"
+        "        h = get_b(n)\n"
+        "    try:\n"
+        "        cfg(n)\n"
+        "    except Exception as state:\n"
+        "        pass\n"
+        "    if state is None:\n"
+        "        raise ValueError(n)\n"
+        "    h.zero_()\n",
+        _CACHE_B_REPORTED +
+        "def put(n, cfg, state=None):\n"
+        "    if state is None:\n"
+        "        h = get_b(n)\n"
+        "    match cfg:\n"
+        "        case {'state': state}:\n"
+        "            pass\n"
+        "    if state is None:\n"
+        "        raise ValueError(n)\n"
+        "    h.zero_()\n",
+        _CACHE_B_REPORTED +
+        "def put(n, cfg, state=None):\n"
+        "    if state is None:\n"
+        "        h = get_b(n)\n"
+        "    with cfg as (k, state):\n"
+        "        pass\n"
+        "    if state is None:\n"
+        "        raise ValueError(n)\n"
+        "    h.zero_()\n",
+        _CACHE_B_REPORTED +
+        "def put(n, cfg, state=None):\n"
+        "    def adopt():\n"
+        "        nonlocal state\n"
+        "        state = cfg\n"
+        "    if state is None:\n"
+        "        h = get_b(n)\n"
+        "    adopt()\n"
+        "    if state is None:\n"
+        "        raise ValueError(n)\n"
+        "    h.zero_()\n",
+        _CACHE_B_REPORTED +
+        "def put(n, x=None, y=None):\n"
+        "    a = x is None\n"
+        "    b = a\n"
+        "    a = y is None\n"
+        "    if b:\n"
+        "        h = get_b(n)\n"
+        "    if y is None:\n"
+        "        raise ValueError(n)\n"
+        "    h.zero_()\n",
+        _CACHE_B_REPORTED +
+        "import contextlib\n"
+        "def put(n, x=None):\n"
+        "    if x is None:\n"
+        "        h = get_b(n)\n"
+        "    with contextlib.suppress(ValueError):\n"
+        "        if x is None:\n"
+        "            raise ValueError(n)\n"
+        "    h.zero_()\n",
+        _CACHE_B_REPORTED +  # bound again later in a loop: the next round reads that
+        "def put(xs, n, index=None):\n"
+        "    has_index = index is not None\n"
+        "    for x in xs:\n"
+        "        if has_index:\n"
+        "            h = get_b(n)\n"
+        "        has_index = x\n"
+        "    if index is None:\n"
+        "        h.zero_()\n",
         # run again on one object: twice, in a loop, on a cached or shared object, on a registry the project
         # adds to, on a singleton, on a parameter, by a subclass's `super()`
         _SCALES_REPORTED +

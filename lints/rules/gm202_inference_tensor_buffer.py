@@ -63,6 +63,29 @@ class LazyBufferBecomesInferenceTensor(Rule):
         "    def execute_model(self, x):\n"
         "        with torch.no_grad():\n"
         "            return self.moe.forward(x)\n",
+        # the buffer reaches the update only where a parameter tested None is bound again (an except target)
+        "import torch\n"
+        "_B = {}\n"
+        "def get_b(n):\n"
+        "    t = _B.get(n)\n"
+        "    if t is None:\n"
+        "        t = torch.zeros(n)  # expect: GM202:9\n"
+        "        _B[n] = t\n"
+        "    return t\n"
+        "def fwd(n, work, state=None):\n"
+        "    if state is None:\n"
+        "        g = get_b(n)\n"
+        "    try:\n"
+        "        work()\n"
+        "    except Exception as state:\n"
+        "        assert state is not None\n"
+        "        g.zero_()\n"
+        "def main(work):\n"
+        "    with torch.inference_mode():\n"
+        "        get_b(4)\n"
+        "    fwd(4, work)\n"
+        "if __name__ == '__main__':\n"
+        "    main(lambda: 1 / 0)\n",
         {"engine/pool.py": _TOPK_POOL,
          "engine/moe.py":
             "from engine.pool import get_topk_buffer\n"
