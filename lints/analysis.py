@@ -185,7 +185,7 @@ class ProjectAnalysis:
     @functools.cached_property
     def once_per_object(self) -> OncePerObject:
         """Which methods run once per object (each project call on an object its caller has just built)."""
-        return OncePerObject(self.project, self.graph)
+        return OncePerObject(self.project, self.graph, self.regions)
 
     @functools.cached_property
     def buffers(self) -> Buffers:

@@ -31,22 +31,30 @@ from typing import Optional
 
 from .callgraph import CallGraph
 from .project import Project
-from .provenance import CONSTRUCTORS
+from .provenance import CONSTRUCTORS, Provenance
+from .regions import Regions
 from .summary_records import MODULE_SCOPE, enclosing_guards, method_call
-from .symbols import CLASS, FUNC, GLOBAL, LOCAL, fid_of
+from .symbols import CLASS, EXTERNAL, FUNC, GLOBAL, LOCAL, fid_of
 from .unnamed_calls import UnnamedCalls
 
 # what a class's metaclass or decorator may be without making `Cls()` give back an object that exists
 _PLAIN_MAKERS = frozenset({"dataclass", "ABCMeta", "total_ordering", "final", "unique"})
-# methods that store into a container
-_STORES = frozenset({"update", "setdefault", "__setitem__"})
+# builtins that only read what they are given
+_READING_BUILTINS = frozenset({"list", "tuple", "sorted", "len", "set", "frozenset", "str", "repr", "iter", "enumerate",
+                               "print", "any", "all", "min", "max", "sum", "dict", "zip", "reversed", "format", "hash",
+                               "id", "type", "isinstance", "bool"})
+# methods of a container that only read it
+_READS = frozenset({"get", "keys", "values", "items", "__getitem__", "__contains__", "copy", "index", "count"})
 _MAX_DEPTH = 4
 
 
 class OncePerObject:
-    def __init__(self, project: Project, graph: CallGraph) -> None:
+    def __init__(self, project: Project, graph: CallGraph, regions: Regions) -> None:
         self.project = project
         self.graph = graph
+        # allocations from nothing only: `self.k = k.to(dev)` may be the tensor it was given
+        self.provenance = Provenance(project, graph, regions, copies=False)
+        self._outside: Optional[set[str]] = None
         self.unnamed = UnnamedCalls(project)
         self._once: dict[str, bool] = {}
         self._returns_new: dict[str, bool] = {}
@@ -58,6 +66,36 @@ class OncePerObject:
         if found is None:
             found = self._once[fid] = self._runs_once(fid)
         return found
+
+    def field_made_here(self, fid: str, field: str, line: int) -> bool:
+        """Whether ``self.<field>`` of method ``fid``'s class only ever holds a tensor made for its object: every
+        other binding of it in the class, a base or a subclass is a new allocation or a constant (not
+        ``self.k = k``: a run would update a tensor another object's run made), and no code binds the field of
+        another object (``obj.k = ...``)."""
+        project = self.project
+        owner = project.class_of(fid)
+        if owner is None:
+            return False
+        target = ["n", f"self.{field}"]
+        for klass in {*project.mro(owner), *project.subclasses(owner)}:
+            for method_name in project.classes[klass][1]["methods"]:
+                method = project.method(klass, method_name)
+                if method is None:
+                    continue
+                for fact in project.function(method)["assigns"]:
+                    if fact.target == target and not (method == fid and fact.line == line) and not (
+                            fact.value[0] == "k" or self.provenance.fresh(method, fact.value)):
+                        return False
+        return field not in self._fields_bound_from_outside()
+
+    def _fields_bound_from_outside(self) -> set[str]:
+        """The field names some code binds on an object other than ``self`` (``obj.k = t``): one pass, the first
+        time."""
+        if self._outside is None:
+            self._outside = {fact.target[1].rpartition(".")[2] for _summary, fn in self.project.functions.values()
+                             for fact in fn["assigns"] if fact.target[0] == "n" and "." in fact.target[1]
+                             and not fact.target[1].startswith(("self.", "cls."))}
+        return self._outside
 
     def _runs_once(self, fid: str) -> bool:
         project = self.project
@@ -93,7 +131,8 @@ class OncePerObject:
         if receiver is None or receiver[0] != "n" or "." in receiver[1]:
             return False
         name = receiver[1]
-        if name in ("self", "cls") or name in fn["params"] or name in fn["globals"] or name in fn["locals"]:
+        if name in ("self", "cls") or name in fn["params"] or name in fn["globals"] or name in fn["locals"] \
+                or name in fn["other_binds"]:
             return False
         if sum(1 for other in fn["calls"] if other.func == call.func) != 1:
             return False
@@ -131,32 +170,53 @@ class OncePerObject:
         """Whether ``value`` in ``fid`` is a class that builds anew: named, or an item of a registry of such."""
         if value[0] == "s":
             return self._registry(fid, value[1])
-        if value[0] == "c":
-            func = self.project.function(fid)["calls"][value[1]].func
-            return func[0] == "n" and func[1].endswith(".get") and self._registry(fid, ["n", func[1][:-4]])
+        if value[0] == "c":  # `REGISTRY.get(key)`, no default (`.get(key, shared)` may give anything)
+            call = self.project.function(fid)["calls"][value[1]]
+            func = call.func
+            return func[0] == "n" and func[1].endswith(".get") and len(call.args) == 1 and not call.kwargs \
+                and self._registry(fid, ["n", func[1][:-4]])
         if value[0] == "n":
             symbol = self.project.resolve(fid, value[1])
             return symbol is not None and symbol.kind == CLASS and self._builds_anew(symbol.target)
         return False
 
     def _function_returns_new(self, fid: str, depth: int) -> bool:
+        """Whether every return of ``fid``, and of each override of it in a subclass, is a new object."""
         found = self._returns_new.get(fid)
         if found is None:
             self._returns_new[fid] = False  # guards recursion
-            fn = self.project.function(fid)
-            rets = fn["rets"]
-            found = not fn["dec"] and bool(rets) and not any(r.is_yield for r in rets) \
-                and all(self._new_object(fid, r.value, depth) for r in rets)
+            project = self.project
+            fn = project.function(fid)
+            owner = project.class_of(fid) if fn["cls"] is not None else None
+            overrides = [] if owner is None else [
+                method for sub in project.subclasses(owner)
+                if (method := project.method(sub, fn["name"])) is not None and method != fid]
+            found = True
+            for target in (fid, *overrides):
+                target_fn = project.function(target)
+                rets = target_fn["rets"]
+                if target_fn["dec"] or not rets or any(r.is_yield for r in rets) \
+                        or not all(self._new_object(target, r.value, depth) for r in rets):
+                    found = False
+                    break
             self._returns_new[fid] = found
         return found
 
     def _builds_anew(self, cid: str) -> bool:
-        """Whether ``Cls(...)`` always makes a new object: no ``__new__``, metaclass or decorator that may not."""
+        """Whether ``Cls(...)`` always makes a new object: no ``__new__``, metaclass, decorator or base that is no
+        name, in it or a base, and the class's name not bound again to anything else
+        (``Cls = functools.cache(Cls)``)."""
         project = self.project
         for klass in project.mro(cid):
-            cls = project.classes[klass][1]
+            summary, cls = project.classes[klass]
             if "__new__" in cls["methods"] or any(maker.rpartition(".")[2] not in _PLAIN_MAKERS
                                                    for maker in cls.get("makers", ())):
+                return False
+            scope = fid_of(summary["module"], cls["scope"])
+            if scope in project.functions and (project.local_values(scope).get(cls["name"])
+                                               or cls["name"] in project.function(scope)["globals"]):
+                return False
+            if cls["scope"] == MODULE_SCOPE and (summary["module"], cls["name"]) in self._stores_into():
                 return False
         return True
 
@@ -176,29 +236,91 @@ class OncePerObject:
                    for value in values)
 
     def _stores_into(self) -> set[tuple[str, str]]:
-        """(module, name) of each module global the project stores into (``R[k] = v``, ``R.update(...)``) or
-        declares ``global`` in a function: one pass over every store, the first time."""
+        """(module, name) of each module global of the project that may be bound or changed after its module ran:
+        declared ``global`` in a function, bound through its module (``m.REGISTRY = ...``), stored into
+        (``R[k] = v``), a method called on it that is not a read (``R.update(...)``, ``R.append(...)``), or handed
+        on as it is (``r = R``, ``put(R, k, v)``, ``dict.update(R, ...)``, returned), where it may be changed. One
+        pass over the project, the first time, following only names that end as a module global of a display of
+        names does (what ``_registry`` asks about) or as a module's class does (``_builds_anew``)."""
         if self._stored is None:
             project = self.project
+            wanted: set[str] = set()
+            for module, summary in project.modules.items():
+                top = summary["functions"].get(MODULE_SCOPE)
+                if top is not None:
+                    wanted.update(fact.target[1] for fact in top["assigns"] if fact.value[0] == "r"
+                                  and fact.target[0] == "n")
+                wanted.update(cls["name"] for cls in summary["classes"].values() if cls["scope"] == MODULE_SCOPE)
+            # `from m import REGISTRY as R`: the names it goes by
+            wanted.update(alias for _summary, fn in project.functions.values()
+                          for alias, full in fn["imports"].items() if full.rpartition(".")[2] in wanted)
             stored: set[tuple[str, str]] = set()
+
+            def note(fid: str, name: str, bound: bool) -> None:
+                """``bound``: the name is bound there; else its object is handed on (a class may be)."""
+                if name.rpartition(".")[2] in wanted:
+                    symbol = project.resolve(fid, name)
+                    if symbol is not None and symbol.kind == GLOBAL:
+                        stored.add((symbol.target, symbol.name))
+                    elif bound and symbol is not None and symbol.kind == CLASS:
+                        module, _, qual = symbol.target.partition(":")
+                        stored.add((module, qual))
+
             for fid, (summary, fn) in project.functions.items():
+                module_scope = fn["qual"] == MODULE_SCOPE
                 for name in fn["globals"]:
                     stored.add((summary["module"], name))
-                containers = []
                 for fact in fn["assigns"]:
                     target = fact.target
-                    if target[0] == "s":
-                        while target[0] == "s":
-                            target = target[1]
-                        containers.append(target)
+                    if target[0] == "n" and ("." in target[1] or not module_scope):
+                        note(fid, target[1], True)  # `m.REGISTRY = ...`; a function's local of the name is no global
+                    while target[0] == "s":
+                        target = target[1]
+                        if target[0] == "n":
+                            note(fid, target[1], False)
+                for value in _handed_values(project, fid, fn):
+                    for name in _bare_names(value):
+                        note(fid, name, False)
                 for call in fn["calls"]:
                     receiver, method = method_call(call.func)
-                    if receiver is not None and method in _STORES:
-                        containers.append(receiver)
-                for container in containers:
-                    if container[0] == "n":
-                        symbol = project.resolve(fid, container[1])
-                        if symbol is not None and symbol.kind == GLOBAL:
-                            stored.add((symbol.target, symbol.name))
+                    if receiver is not None and receiver[0] == "n" and method not in _READS:
+                        note(fid, receiver[1], False)
             self._stored = stored
         return self._stored
+
+
+def _handed_values(project: Project, fid: str, fn: dict):
+    """The values ``fn`` hands on as they are: arguments (not those of a builtin that only reads them,
+    ``list(R)``), stored values, returns, with-items."""
+    for call in fn["calls"]:
+        func = call.func
+        if func[0] == "n" and func[1] in _READING_BUILTINS:
+            symbol = project.resolve(fid, func[1])
+            if symbol is not None and symbol.kind == EXTERNAL:
+                continue
+        yield from call.args
+        yield from call.kwargs.values()
+    for fact in fn["assigns"]:
+        yield fact.value
+    for ret in fn["rets"]:
+        yield ret.value
+    for record in fn["withs"]:
+        for item in record.items:
+            yield item.expr
+
+
+def _bare_names(value: list):
+    """The names ``value`` is, or holds as they are (in a display, one side of an `or` or an `if`); not one it
+    indexes (``R[k]`` reads an item) or calls."""
+    stack = [value]
+    while stack:
+        expr = stack.pop()
+        tag = expr[0]
+        if tag == "n":
+            yield expr[1]
+        elif tag in "tb":
+            stack.extend(expr[1])
+        elif tag == "i":
+            stack.extend(expr[1:])
+        elif tag == "r":
+            stack.extend(["n", name] for name in expr[1])

@@ -26,7 +26,7 @@ _FUNCTION_FIELDS = frozenset({"name", "qual", "line", "col", "cls", "parent", "p
                               "nested", "notable", "blocks", "ret", "deferred", "asserts",
                               "other_binds"})
 _CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope", "fields", "record_fields",
-                           "makers"})
+                           "makers", "aliases"})
 NO_COLUMN = -1
 _REDEFINED = re.compile(r"@(\d+)(?=\.|$)")
 

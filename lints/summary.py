@@ -554,11 +554,26 @@ class _Summarizer:
         methods: list[str] = []
         self.classes[qual] = {"name": node.name, "qual": qual, "line": line, "bases": bases, "methods": methods,
                               "scope": outer.qual}
-        # what may make `Cls()` give back an object that exists (a singleton's metaclass or decorator)
+        # what may make `Cls()` give back an object that exists: a metaclass, a decorator, a base that is no name
+        # (`with_metaclass(M, B)`), `__new__` bound in the body otherwise than by a def
         makers = [_dotted(keyword.value) or "?" for keyword in node.keywords if keyword.arg == "metaclass"]
         makers += [_dotted(dec.func if isinstance(dec, ast.Call) else dec) or "?" for dec in node.decorator_list]
+        makers += ["?" for base in node.bases if not _dotted(base)]
+        aliases: dict[str, str] = {}  # `refresh = load` in the body: a method under another name
+        for stmt in node.body:
+            targets = stmt.targets if type(stmt) is ast.Assign else [stmt.target] \
+                if type(stmt) is ast.AnnAssign and stmt.value is not None else []
+            for target in targets:
+                if type(target) is ast.Name:
+                    if target.id == "__new__":
+                        makers.append("__new__")
+                    value = _dotted(stmt.value)
+                    if value:
+                        aliases[target.id] = value
         if makers:
             self.classes[qual]["makers"] = makers
+        if aliases:
+            self.classes[qual]["aliases"] = aliases
         if any((_dotted(dec.func if isinstance(dec, ast.Call) else dec) or "").rpartition(".")[2] == "dataclass"
                for dec in node.decorator_list):
             # a record: the names its body declares are the fields each instance is built with

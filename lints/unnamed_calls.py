@@ -1,7 +1,8 @@
 """Where a method may run without a call that names it: Python's protocols run a dunder (``__call__``,
 ``__enter__``), torch's module call runs ``forward``, the project stores or returns the method as a value
-(``self.step = self.validate``, ``return self.validate``), or its class dispatches by ``getattr(self, name)`` with
-a name not spelt out. A method handed to a call (``register(self.validate)``) is the call graph's "argument"
+(``self.step = self.validate``, ``return self.validate``), binds it under another name in a class body
+(``refresh = load``) or names it to ``operator.methodcaller``, or its class dispatches by ``getattr(self, name)``
+with a name not spelt out. A method handed to a call (``register(self.validate)``) is the call graph's "argument"
 edge, not this module's."""
 from __future__ import annotations
 
@@ -24,13 +25,22 @@ class UnnamedCalls:
             or name in self._values_taken() or self._dispatches_by_name(self.project.class_of(fid))
 
     def _values_taken(self) -> frozenset[str]:
-        """The attribute names the project stores or returns as values anywhere: one pass, the first time."""
+        """The attribute names the project stores or returns as values anywhere, binds under another name in a
+        class body (``refresh = load``), or names to ``operator.methodcaller``: one pass, the first time."""
         if self._taken_as_values is None:
-            self._taken_as_values = frozenset(
-                name.rpartition(".")[2] for _summary, fn in self.project.functions.values()
-                for value in (*(fact.value for fact in fn["assigns"]), *(ret.value for ret in fn["rets"]))
-                for tag, name in objects_in(value)
-                if tag == "n" and "." in name)  # a bound method is an attribute (`self.validate`)
+            taken: set[str] = set()
+            for _summary, fn in self.project.functions.values():
+                for value in (*(fact.value for fact in fn["assigns"]), *(ret.value for ret in fn["rets"])):
+                    for tag, name in objects_in(value):
+                        if tag == "n" and "." in name:  # a bound method is an attribute (`self.validate`)
+                            taken.add(name.rpartition(".")[2])
+                for call in fn["calls"]:
+                    if call.func[0] == "n" and call.func[1].rpartition(".")[2] == "methodcaller" and call.args \
+                            and call.args[0][0] == "k" and isinstance(call.args[0][1], str):
+                        taken.add(call.args[0][1])
+            for _summary, cls in self.project.classes.values():
+                taken.update(value.rpartition(".")[2] for value in cls.get("aliases", {}).values())
+            self._taken_as_values = frozenset(taken)
         return self._taken_as_values
 
     def _dispatches_by_name(self, cid: Optional[str]) -> bool:

@@ -572,6 +572,135 @@ class LazyBufferMutatedInPlace(Rule):
         "    return s\n"
         "def refresh(s: Scales, values):\n"
         "    s.load(values)\n",
+        # what once per object does not cover: the field given a tensor another object made, the method run
+        # again (a while test, a registry the project changes or hands on, a class that may give back one that
+        # exists, a factory a subclass overrides, another name, a local a nested function binds)
+        _SCALES_REPORTED +
+        "class Adopt(Scales):\n"
+        "    def __init__(self, k):\n"
+        "        self.k = k\n"
+        "def step(prev, values):\n"
+        "    s = Adopt(prev.k)\n"
+        "    s.load(values)\n"
+        "    return s\n",
+        _SCALES_REPORTED +
+        "def step(prev, values):\n"
+        "    s = Scales(4)\n"
+        "    s.k = prev.k\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "def drain(rows):\n"
+        "    s = Scales(4)\n"
+        "    while s.load(next(rows)):\n"
+        "        pass\n",
+        _SCALES_REPORTED +
+        "_ONE = []\n"
+        "def shared(n):\n"
+        "    if not _ONE:\n"
+        "        _ONE.append(Scales(n))\n"
+        "    return _ONE[0]\n"
+        "def serve(values, name):\n"
+        "    s = REGISTRY.get(name, shared)(4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "_ONE = []\n"
+        "def shared(n):\n"
+        "    if not _ONE:\n"
+        "        _ONE.append(Scales(n))\n"
+        "    return _ONE[0]\n"
+        "def plug():\n"
+        "    REGISTRY.update(b=shared)\n"
+        "def serve(values, name):\n"
+        "    s = REGISTRY[name](4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "_ONE = []\n"
+        "def shared(n):\n"
+        "    if not _ONE:\n"
+        "        _ONE.append(Scales(n))\n"
+        "    return _ONE[0]\n"
+        "def plug():\n"
+        "    r = REGISTRY\n"
+        "    r['b'] = shared\n"
+        "def serve(values, name):\n"
+        "    s = REGISTRY[name](4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "_ONE = []\n"
+        "def shared(n):\n"
+        "    if not _ONE:\n"
+        "        _ONE.append(Scales(n))\n"
+        "    return _ONE[0]\n"
+        "KINDS = [Scales]\n"
+        "KINDS.append(shared)\n"
+        "def serve(values, i):\n"
+        "    s = KINDS[i](4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "class Cached(Scales):\n"
+        "    pass\n"
+        "Cached = functools.cache(Cached)\n"
+        "def serve(values):\n"
+        "    s = Cached(4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "def with_base(base):\n"
+        "    return type('Made', (base,), {})\n"
+        "class Made(with_base(Scales)):\n"
+        "    pass\n"
+        "def serve(values):\n"
+        "    s = Made(4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "def _one(cls, *args):\n"
+        "    return SHARED\n"
+        "class Single(Scales):\n"
+        "    __new__ = _one\n"
+        "SHARED = Scales(4)\n"
+        "def serve(values):\n"
+        "    s = Single(4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "class Builder:\n"
+        "    def make(self):\n"
+        "        return Scales(4)\n"
+        "    def build(self, values):\n"
+        "        s = self.make()\n"
+        "        s.load(values)\n"
+        "class Keeper(Builder):\n"
+        "    def make(self):\n"
+        "        return SHARED\n"
+        "SHARED = Scales(4)\n",
+        _SCALES_REPORTED +
+        "class Alias(Scales):\n"
+        "    refresh = Scales.load\n"
+        "LIVE = []\n"
+        "def build(values):\n"
+        "    s = Scales(4)\n"
+        "    s.load(values)\n"
+        "    LIVE.append(s)\n"
+        "def again(values):\n"
+        "    for s in LIVE:\n"
+        "        s.refresh(values)\n",
+        _SCALES_REPORTED +
+        "import operator\n"
+        "LIVE = []\n"
+        "def build(values):\n"
+        "    s = Scales(4)\n"
+        "    LIVE.append(s)\n"
+        "    s.load(values)\n"
+        "def reload(values):\n"
+        "    list(map(operator.methodcaller('load', values), LIVE))\n",
+        _SCALES_REPORTED +
+        "SHARED = Scales(4)\n"
+        "def serve(values, reuse):\n"
+        "    s = Scales(4)\n"
+        "    def pick():\n"
+        "        nonlocal s\n"
+        "        s = SHARED\n"
+        "    if reuse:\n"
+        "        pick()\n"
+        "    s.load(values)\n",
         # `forward` and a dunder run where no call names them (`layer(x)`): one named call is not every run
         "import torch\n"
         "class Layer(torch.nn.Module):\n"
@@ -1135,8 +1264,9 @@ class LazyBufferMutatedInPlace(Rule):
 
 def _one_run_per_object(analysis: ProjectAnalysis, alloc: Allocation, mutations: list[Mutation]) -> bool:
     """Whether a method that runs once per object (``lints/once_per_object.py``) allocates ``self.<field>`` and
-    is where each update of it is written, on ``self``'s field: every update writes the tensor that same run
-    made (or an eager one, which is GM202's), never one a run under another grad mode left."""
+    is where each update of it is written, on ``self``'s field, which holds only tensors made for the object:
+    every update writes the tensor that same run made (or an eager one, which is GM202's), never one a run under
+    another grad mode left."""
     key = alloc.key
     if key.kind != "attr":
         return False
@@ -1146,7 +1276,8 @@ def _one_run_per_object(analysis: ProjectAnalysis, alloc: Allocation, mutations:
         return False
     if not all(m.fid == alloc.fid and not m.entry_fid and _writes(fn, m, field) for m in mutations):
         return False
-    return analysis.once_per_object.runs_once(alloc.fid)
+    once = analysis.once_per_object
+    return once.field_made_here(alloc.fid, key.name, alloc.line) and once.runs_once(alloc.fid)
 
 
 def _writes(fn: dict, mutation: Mutation, field: list) -> bool:
