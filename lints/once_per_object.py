@@ -3,27 +3,33 @@ built.
 
 ``_build()`` does ``method = make_method(name)``, then ``method.load_scales(model)``, and returns it. When every
 call of ``load_scales`` is of that kind, each object runs it once: a buffer it allocates lazily and updates in
-that run is never written by a later run, under another grad mode, of the same object.
+that run is never written by a later run, under another grad mode, of the same object (the rule also asks that
+the field hold only tensors made for its object: ``field_made_here``).
 
-A call counts when it is spelt ``obj.method(...)`` on a plain local of the caller (not ``self``, a parameter or
-a global), not in a lambda or a comprehension, and is the caller's only call of that method on that local; and
-every binding of the local
+A call counts when it is spelt ``obj.method(...)`` on a plain local of the caller (not ``self``, a parameter, a
+global, or a name bound otherwise than by an assignment: a nested function's ``nonlocal``), not in a lambda, a
+comprehension, and is the caller's only call of that method on that local; and every binding of
+the local
 - is a new object (below);
 - comes before the call, in its if-branch or one around it;
-- sits in the same loop and try bodies as the call (a loop around the call alone would run the method again on
-  one object; a try around the binding alone may skip it).
+- sits in the same loop bodies, while tests and try bodies as the call (a loop around the call alone would run
+  the method again on one object; a try around the binding alone may skip it).
 
 A new object is made by:
-- ``Cls(...)`` of a project class whose project bases and itself have no ``__new__``, metaclass or decorator
-  (``@dataclass`` aside) that may give back one that exists;
+- ``Cls(...)`` of a project class whose project bases and itself have no ``__new__`` (a def or a binding in the
+  body), metaclass, decorator (``@dataclass`` aside) or base that is no name (``with_metaclass(M, B)``), and whose
+  name is not bound again (``Cls = functools.cache(Cls)``);
 - ``REGISTRY[key](...)``, ``REGISTRY.get(key)(...)``, or a local bound to such an item, where the project binds
-  the registry only to displays of such classes (``{"fp8": FP8Method}``) and stores nothing into it;
-- a call of an undecorated project function whose every return is a new object.
+  the registry only to displays of such classes (``{"fp8": FP8Method}``) and never changes or hands it on (no
+  store into it, no method but a read, no binding through its module, not passed on but to a builtin that reads);
+- a call of an undecorated project function whose every return is a new object, and each override of it in a
+  subclass too.
 
 The calls that may run the method are the call graph's, those of every method it overrides (a call resolved to
 the base runs the override), and every call spelt ``x.method(...)`` that the graph resolves to nothing. A
 method with no call, one that may run unnamed (``unnamed_calls``), a constructor, a decorated method and a
-generator do not run once per object.
+generator do not run once per object. Not seen: what code outside the project does (a base class of a library
+that hands back one instance, ``setattr`` on a module).
 """
 from __future__ import annotations
 
