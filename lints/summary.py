@@ -48,10 +48,13 @@ class _Scope:
     def tests_read_here(self) -> dict[str, tuple[list, list]]:
         """The locals' tests of None a test here reads: every one outside loop and try bodies (no binding can come
         between, but one written between, which drops it); in such a body, those of locals bound once (a later
-        binding in the body may run before the next round's test)."""
-        if not self.blocks or not self.none_tests:
+        binding in the body may run before the next round's test); never one of a name a function (this one, or
+        one nested in it) declares global or nonlocal: another function may bind it between."""
+        if not self.none_tests:
             return self.none_tests
-        return {name: test for name, test in self.none_tests.items() if self.bound_once(name)}
+        return {name: test for name, test in self.none_tests.items()
+                if name not in self.data["other_binds"] and name not in self.data["globals"]
+                and (not self.blocks or self.bound_once(name))}
 
     def bound_once(self, name: str) -> bool:
         """Whether the function binds ``name`` in one place alone (no other assignment, loop or with target,
@@ -62,15 +65,27 @@ class _Scope:
             while stack:
                 sub = stack.pop()
                 kind = type(sub)
+                bound: Optional[str] = None
                 if kind is ast.Name and type(sub.ctx) is not ast.Load:
-                    counts[sub.id] = counts.get(sub.id, 0) + 1
+                    bound = sub.id
                 elif kind is ast.Global or kind is ast.Nonlocal:
                     for declared in sub.names:
                         counts[declared] = 2
                 elif kind is ast.arg:
-                    counts[sub.arg] = counts.get(sub.arg, 0) + 1
+                    bound = sub.arg
+                elif kind is ast.alias:
+                    bound = (sub.asname or sub.name).split(".", 1)[0]
+                elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                    bound = sub.name
+                else:  # an except target, a match capture
+                    for field in ("name", "rest"):
+                        value = getattr(sub, field, None)
+                        if isinstance(value, str) and kind is not ast.ImportFrom:
+                            counts[value] = counts.get(value, 0) + 1
+                if bound is not None:
+                    counts[bound] = counts.get(bound, 0) + 1
                 stack.extend(ast.iter_child_nodes(sub))
-            self._bound_once = {bound for bound, count in counts.items() if count == 1}
+            self._bound_once = {name for name, count in counts.items() if count == 1}
         return name in self._bound_once
 
 
@@ -92,6 +107,7 @@ class _Summarizer:
         self.star_imports: list[str] = []
         self._deferring = 0  # > 0 inside a lambda's body or a comprehension's lazy parts (see "deferred")
         self._deferred_nodes: set[int] = set()  # ids of such parts met by ``walk_expr``, walked once each
+        self._open_functions: list[dict] = []  # the functions being walked, outermost first (class bodies between)
 
     # positions -----------------------------------------------------------------
     def pos(self, node: ast.AST) -> tuple[int, int]:
@@ -109,6 +125,8 @@ class _Summarizer:
 
     def _import(self, node: ast.AST, scope: _Scope) -> None:
         table = scope.data["imports"]
+        for alias in node.names:
+            scope.none_tests.pop((alias.asname or alias.name).split(".", 1)[0], None)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -319,6 +337,13 @@ class _Summarizer:
                 names.add(f"'{sub.value}'")
         return sorted(names), missing_names(test)
 
+    def _declared(self, stmt: ast.AST) -> None:
+        """A ``global`` or ``nonlocal`` (in a function or a class body): a name each enclosing function's own may
+        be bound through."""
+        for data in self._open_functions:
+            for name in stmt.names:
+                self._bound_otherwise_in(data, name)
+
     def _bound_otherwise(self, scope: _Scope, name: str) -> None:
         scope.none_tests.pop(name, None)
         self._bound_otherwise_in(scope.data, name)
@@ -457,11 +482,7 @@ class _Summarizer:
             self._import(stmt, scope)
         elif kind is ast.Global or kind is ast.Nonlocal:
             scope.data["globals"].extend(stmt.names)
-            parent = scope.data["parent"]
-            while parent is not None:  # the enclosing functions' names this one may bind
-                for name in stmt.names:
-                    self._bound_otherwise_in(self.functions[parent], name)
-                parent = self.functions[parent]["parent"]
+            self._declared(stmt)
         elif kind is ast.Delete:
             for target in stmt.targets:
                 if type(target) is ast.Name:
@@ -544,7 +565,11 @@ class _Summarizer:
         self.functions[qual] = data
         if parent is not None:
             outer.data["nested"].append(qual)
-        self.body(node.body, scope)
+        self._open_functions.append(data)
+        try:
+            self.body(node.body, scope)
+        finally:
+            self._open_functions.pop()
 
     def klass(self, node: ast.ClassDef, outer: _Scope) -> None:
         prefix = None if outer.qual == MODULE_SCOPE else outer.qual
@@ -590,6 +615,8 @@ class _Summarizer:
                 annotation = _dotted(stmt.annotation) or _string_annotation(stmt.annotation)
                 if annotation:
                     self.classes[qual].setdefault("fields", {})[stmt.target.id] = annotation
+            elif isinstance(stmt, (ast.Global, ast.Nonlocal)):
+                self._declared(stmt)
             else:  # class attributes are not module names: only the calls they make count
                 for child in ast.iter_child_nodes(stmt):
                     if isinstance(child, ast.expr):

@@ -523,6 +523,55 @@ class LazyBufferMutatedInPlace(Rule):
         "        if x is None:\n"
         "            raise ValueError(n)\n"
         "    h.zero_()\n",
+        # a local's test bound again by a nested function, a global's by another function, a parameter bound
+        # again from a class body, a local bound again by a match capture in a loop
+        _CACHE_B_REPORTED +
+        "def put(n, x=None):\n"
+        "    want = x is None\n"
+        "    def flip():\n"
+        "        nonlocal want\n"
+        "        want = not want\n"
+        "    flip()\n"
+        "    if want:\n"
+        "        h = get_b(n)\n"
+        "    if x is None:\n"
+        "        raise ValueError(n)\n"
+        "    h.zero_()\n",
+        _CACHE_B_REPORTED +
+        "def flip():\n"
+        "    global want\n"
+        "    want = not want\n"
+        "def put(n, x=None):\n"
+        "    global want\n"
+        "    want = x is None\n"
+        "    flip()\n"
+        "    if want:\n"
+        "        h = get_b(n)\n"
+        "    if x is None:\n"
+        "        raise ValueError(n)\n"
+        "    h.zero_()\n",
+        _CACHE_B_REPORTED +
+        "def put(n, x=None):\n"
+        "    if x is None:\n"
+        "        h = get_b(n)\n"
+        "    class C:\n"
+        "        nonlocal x\n"
+        "        x = 0\n"
+        "    if x is None:\n"
+        "        raise ValueError(n)\n"
+        "    h.zero_()\n",
+        _CACHE_B_REPORTED +
+        "def put(n, xs, x=None):\n"
+        "    want = x is None\n"
+        "    for _ in xs:\n"
+        "        if want:\n"
+        "            h = get_b(n)\n"
+        "        match [not want]:\n"
+        "            case [want]:\n"
+        "                pass\n"
+        "    if x is None:\n"
+        "        raise ValueError(n)\n"
+        "    h.zero_()\n",
         _CACHE_B_REPORTED +  # bound again later in a loop: the next round reads that
         "def put(xs, n, index=None):\n"
         "    has_index = index is not None\n"
