@@ -28,8 +28,13 @@ A new object is made by:
 The calls that may run the method are the call graph's, those of every method it overrides (a call resolved to
 the base runs the override), and every call spelt ``x.method(...)`` that the graph resolves to nothing. A
 method with no call, one that may run unnamed (``unnamed_calls``), a constructor, a decorated method and a
-generator do not run once per object. Not seen: what code outside the project does (a base class of a library
-that hands back one instance, ``setattr`` on a module).
+generator do not run once per object.
+
+Not seen, as type checkers do not see them: what code outside the project does (a library's base class that
+hands back one instance); names computed at run time (``getattr(obj, name)`` on an object of a class not known,
+``setattr`` with a computed name, ``__dict__``, ``vars()``, ``globals()``, ``sys.modules``); a registry inside a
+display that also holds other values, in a lambda's default or in a starred argument (the summaries keep none of
+those).
 """
 from __future__ import annotations
 
@@ -39,7 +44,8 @@ from .callgraph import CallGraph
 from .project import Project
 from .provenance import CONSTRUCTORS, Provenance
 from .regions import Regions
-from .summary_records import MODULE_SCOPE, enclosing_guards, method_call
+from . import names
+from .summary_records import MODULE_SCOPE, callee_leaf, enclosing_guards, method_call
 from .symbols import CLASS, EXTERNAL, FUNC, GLOBAL, LOCAL, fid_of
 from .unnamed_calls import UnnamedCalls
 
@@ -75,12 +81,13 @@ class OncePerObject:
 
     def field_made_here(self, fid: str, field: str, line: int) -> bool:
         """Whether ``self.<field>`` of method ``fid``'s class only ever holds a tensor made for its object: every
-        other binding of it in the class, a base or a subclass is a new allocation or a constant (not
-        ``self.k = k``: a run would update a tensor another object's run made), and no code binds the field of
-        another object (``obj.k = ...``)."""
+        other binding of it in a method of the class, a base or a subclass is a new allocation from nothing or a
+        constant (not ``self.k = k``, not ``cached(n)``: a run would update a tensor another object's run made), and
+        no other code binds a field of that name (``obj.k = ...``, ``cls.k = ...``, ``setattr(obj, "k", ...)``, a
+        function nested in a method). Not seen: ``__dict__``, ``vars()`` and ``setattr`` with a computed name."""
         project = self.project
         owner = project.class_of(fid)
-        if owner is None:
+        if owner is None or field in self._fields_bound_from_outside():
             return False
         target = ["n", f"self.{field}"]
         for klass in {*project.mro(owner), *project.subclasses(owner)}:
@@ -89,18 +96,44 @@ class OncePerObject:
                 if method is None:
                     continue
                 for fact in project.function(method)["assigns"]:
-                    if fact.target == target and not (method == fid and fact.line == line) and not (
-                            fact.value[0] == "k" or self.provenance.fresh(method, fact.value)):
+                    if fact.target == target and not (method == fid and fact.line == line) \
+                            and not self._always_allocates(method, fact.value):
                         return False
-        return field not in self._fields_bound_from_outside()
+        return True
+
+    def _always_allocates(self, fid: str, value: list) -> bool:
+        """Whether ``value`` is a constant or always a tensor a torch factory makes from nothing, on every branch
+        (``torch.ones(n)``; not ``k if k is not None else torch.ones(n)``, not a project function's result)."""
+        tag = value[0]
+        if tag == "k":
+            return True
+        if tag in "ib":
+            return all(self._always_allocates(fid, part) for part in (value[1] if tag == "b" else value[1:]))
+        if tag != "c":
+            return False
+        func = self.project.function(fid)["calls"][value[1]].func
+        if func[0] != "n":
+            return False
+        symbol = self.project.resolve(fid, func[1])
+        return symbol is not None and symbol.kind == EXTERNAL and symbol.target in names.TORCH_FACTORIES
 
     def _fields_bound_from_outside(self) -> set[str]:
-        """The field names some code binds on an object other than ``self`` (``obj.k = t``): one pass, the first
-        time."""
+        """The field names some code binds otherwise than as ``self.x = ...`` in a method: on another object, on
+        ``cls``, in a function that is no method (a nested one's ``self`` is its method's), or by ``setattr`` or
+        ``__setattr__`` with the name spelt out: one pass, the first time."""
         if self._outside is None:
-            self._outside = {fact.target[1].rpartition(".")[2] for _summary, fn in self.project.functions.values()
-                             for fact in fn["assigns"] if fact.target[0] == "n" and "." in fact.target[1]
-                             and not fact.target[1].startswith(("self.", "cls."))}
+            outside: set[str] = set()
+            for _summary, fn in self.project.functions.values():
+                method = fn["cls"] is not None
+                for fact in fn["assigns"]:
+                    target = fact.target
+                    if target[0] == "n" and "." in target[1] and not (method and target[1].startswith("self.")):
+                        outside.add(target[1].rpartition(".")[2])
+                for call in fn["calls"]:
+                    # `setattr(obj, "k", v)`, `object.__setattr__(self, "k", v)`, `self.__setattr__("k", v)`
+                    if callee_leaf(call.func) in ("setattr", "__setattr__"):
+                        outside.update(arg[1] for arg in call.args[:2] if arg[0] == "k" and isinstance(arg[1], str))
+            self._outside = outside
         return self._outside
 
     def _runs_once(self, fid: str) -> bool:
@@ -169,7 +202,8 @@ class OncePerObject:
             return self._function_returns_new(symbol.target, depth + 1)
         if symbol.kind == LOCAL and "." not in symbol.name:  # `method_cls = REGISTRY[key]; method_cls(...)`
             values = project.local_values(symbol.owner).get(symbol.name)
-            return bool(values) and all(self._class_reference(symbol.owner, v) for v in values)
+            return bool(values) and symbol.name not in project.function(symbol.owner)["other_binds"] \
+                and all(self._class_reference(symbol.owner, v) for v in values)
         return self._class_reference(fid, func)
 
     def _class_reference(self, fid: str, value: list) -> bool:
@@ -272,8 +306,27 @@ class OncePerObject:
                         module, _, qual = symbol.target.partition(":")
                         stored.add((module, qual))
 
+            def patched(fid: str, owner: list) -> None:
+                """`Cls.__new__ = f`, `setattr(Cls, "__new__", f)`: the class may give back one that exists."""
+                if owner[0] == "n":
+                    symbol = project.resolve(fid, owner[1])
+                    if symbol is not None and symbol.kind == CLASS:
+                        module, _, qual = symbol.target.partition(":")
+                        stored.add((module, qual))
+
+            for cid, (summary, cls) in project.classes.items():  # `r = R` in a class body
+                scope = fid_of(summary["module"], cls["scope"])
+                if scope in project.functions:
+                    for name in cls.get("aliases", {}).values():
+                        note(scope, name, False)
             for fid, (summary, fn) in project.functions.items():
                 module_scope = fn["qual"] == MODULE_SCOPE
+                for fact in fn["assigns"]:
+                    if fact.target[0] == "n" and fact.target[1].endswith(".__new__"):
+                        patched(fid, ["n", fact.target[1][:-len(".__new__")]])
+                for call in fn["calls"]:
+                    if callee_leaf(call.func) == "setattr" and len(call.args) >= 2 and call.args[1] == ["k", "__new__"]:
+                        patched(fid, call.args[0])
                 for name in fn["globals"]:
                     stored.add((summary["module"], name))
                 for fact in fn["assigns"]:
@@ -296,15 +349,15 @@ class OncePerObject:
 
 
 def _handed_values(project: Project, fid: str, fn: dict):
-    """The values ``fn`` hands on as they are: arguments (not those of a builtin that only reads them,
-    ``list(R)``), stored values, returns, with-items."""
+    """The values ``fn`` hands on as they are: arguments (not a name given as it is to a builtin that only reads
+    it, ``list(R)``), stored values, returns, with-items, parameters' defaults."""
     for call in fn["calls"]:
         func = call.func
+        reads = False
         if func[0] == "n" and func[1] in _READING_BUILTINS:
             symbol = project.resolve(fid, func[1])
-            if symbol is not None and symbol.kind == EXTERNAL:
-                continue
-        yield from call.args
+            reads = symbol is not None and symbol.kind == EXTERNAL
+        yield from (arg for arg in call.args if not (reads and arg[0] == "n"))  # `min([R])` gives R back
         yield from call.kwargs.values()
     for fact in fn["assigns"]:
         yield fact.value
@@ -313,11 +366,13 @@ def _handed_values(project: Project, fid: str, fn: dict):
     for record in fn["withs"]:
         for item in record.items:
             yield item.expr
+    yield from fn["defaults"].values()
 
 
 def _bare_names(value: list):
-    """The names ``value`` is, or holds as they are (in a display, one side of an `or` or an `if`); not one it
-    indexes (``R[k]`` reads an item) or calls."""
+    """The names ``value`` is, or holds as they are (in a display, a comprehension's element, one side of an `or`
+    or an `if`, an item or element of a display: ``for r in (R,)``); not one it indexes (``R[k]`` reads an item)
+    or calls."""
     stack = [value]
     while stack:
         expr = stack.pop()
@@ -326,7 +381,9 @@ def _bare_names(value: list):
             yield expr[1]
         elif tag in "tb":
             stack.extend(expr[1])
-        elif tag == "i":
+        elif tag in "im":
             stack.extend(expr[1:])
         elif tag == "r":
             stack.extend(["n", name] for name in expr[1])
+        elif tag in "su" and expr[1][0] in "trm":  # an item of a display of names may be one of them
+            stack.append(expr[1])

@@ -247,11 +247,13 @@ _HOLDING = frozenset("tbiml")  # a display, `a or b`, `a if c else b`, a compreh
 
 
 def objects_in(value: list) -> list[tuple]:
-    """The call values and names ``value`` is, or holds in a display, one side of an `or` or an `if`, a
+    """The call values and names ``value`` is, or holds in a display (of names too), one side of an `or` or an `if`, a
     comprehension or a lambda; not a call's argument (followed where the call is), an attribute or an item of
     it (those are other objects)."""
     if value[0] in "cn":
         return [(value[0], value[1])]
+    if value[0] == "r":  # a display of names
+        return [("n", name) for name in value[1]]
     if value[0] not in _HOLDING:
         return []
     parts = value[1] if value[0] in "tb" else value[1:]

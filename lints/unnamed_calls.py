@@ -1,15 +1,15 @@
 """Where a method may run without a call that names it: Python's protocols run a dunder (``__call__``,
 ``__enter__``), torch's module call runs ``forward``, the project stores or returns the method as a value
-(``self.step = self.validate``, ``return self.validate``), binds it under another name in a class body
-(``refresh = load``) or names it to ``operator.methodcaller``, or its class dispatches by ``getattr(self, name)``
-with a name not spelt out. A method handed to a call (``register(self.validate)``) is the call graph's "argument"
-edge, not this module's."""
+(``self.step = self.validate``, ``return self.validate``, ``register(obj.validate)``), binds it under another
+name in a class body (``refresh = load``) or names it to ``operator.methodcaller`` or ``attrgetter``, or its class
+dispatches by ``getattr(self, name)`` with a name not spelt out. Not seen: ``getattr(obj, name)`` with a computed
+name on an object of a class not known."""
 from __future__ import annotations
 
 from typing import Optional
 
 from .project import Project
-from .summary_records import objects_in
+from .summary_records import callee_leaf, objects_in
 
 
 class UnnamedCalls:
@@ -25,19 +25,23 @@ class UnnamedCalls:
             or name in self._values_taken() or self._dispatches_by_name(self.project.class_of(fid))
 
     def _values_taken(self) -> frozenset[str]:
-        """The attribute names the project stores or returns as values anywhere, binds under another name in a
-        class body (``refresh = load``), or names to ``operator.methodcaller``: one pass, the first time."""
+        """The attribute names the project stores, returns or hands to a call as values anywhere (``[s.load]``,
+        ``Thread(target=s.load)``), binds under another name in a class body (``refresh = load``), or names to
+        ``operator.methodcaller`` or ``attrgetter``: one pass, the first time."""
         if self._taken_as_values is None:
             taken: set[str] = set()
             for _summary, fn in self.project.functions.values():
-                for value in (*(fact.value for fact in fn["assigns"]), *(ret.value for ret in fn["rets"])):
+                values = [fact.value for fact in fn["assigns"]] + [ret.value for ret in fn["rets"]]
+                for call in fn["calls"]:
+                    values.extend(call.args)  # `Thread(target=obj.load)`, on an object of a class not known
+                    values.extend(call.kwargs.values())
+                    if callee_leaf(call.func) in ("methodcaller", "attrgetter") and call.args \
+                            and call.args[0][0] == "k" and isinstance(call.args[0][1], str):
+                        taken.add(call.args[0][1].rpartition(".")[2])
+                for value in values:
                     for tag, name in objects_in(value):
                         if tag == "n" and "." in name:  # a bound method is an attribute (`self.validate`)
                             taken.add(name.rpartition(".")[2])
-                for call in fn["calls"]:
-                    if call.func[0] == "n" and call.func[1].rpartition(".")[2] == "methodcaller" and call.args \
-                            and call.args[0][0] == "k" and isinstance(call.args[0][1], str):
-                        taken.add(call.args[0][1])
             for _summary, cls in self.project.classes.values():
                 taken.update(value.rpartition(".")[2] for value in cls.get("aliases", {}).values())
             self._taken_as_values = frozenset(taken)

@@ -750,6 +750,96 @@ class LazyBufferMutatedInPlace(Rule):
         "    if reuse:\n"
         "        pick()\n"
         "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "def adopt(self, other):\n"
+        "    self.k = other.k\n"
+        "def step(prev, values):\n"
+        "    s = Scales(4)\n"
+        "    adopt(s, prev)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "class Shared(Scales):\n"
+        "    @classmethod\n"
+        "    def share(cls, t):\n"
+        "        cls.k = t\n"
+        "def step(t, values):\n"
+        "    Shared.share(t)\n"
+        "    s = Shared(4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "def step(prev, values):\n"
+        "    s = Scales(4)\n"
+        "    setattr(s, 'k', prev.k)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "class Adopt(Scales):\n"
+        "    def __init__(self, other):\n"
+        "        self.k = other.k if other is not None else torch.ones(5)\n"
+        "def step(prev, values):\n"
+        "    s = Adopt(prev)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "import operator\n"
+        "LIVE = []\n"
+        "def build(values):\n"
+        "    s = Scales(4)\n"
+        "    LIVE.append(s)\n"
+        "    s.load(values)\n"
+        "def reload(values):\n"
+        "    for s in LIVE:\n"
+        "        operator.attrgetter('load')(s)(values)\n",
+        _SCALES_REPORTED +
+        "import threading\n"
+        "LIVE = []\n"
+        "def build(values):\n"
+        "    s = Scales(4)\n"
+        "    LIVE.append(s)\n"
+        "    s.load(values)\n"
+        "def reload(values):\n"
+        "    for s in LIVE:\n"
+        "        threading.Thread(target=s.load, args=(values,)).start()\n",
+        _SCALES_REPORTED +
+        "SHARED = Scales(4)\n"
+        "def _one(cls, *args):\n"
+        "    return SHARED\n"
+        "Scales.__new__ = _one\n"
+        "def serve(values):\n"
+        "    s = Scales(4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "_ONE = []\n"
+        "def shared(n):\n"
+        "    if not _ONE:\n"
+        "        _ONE.append(Scales(n))\n"
+        "    return _ONE[0]\n"
+        "def plug():\n"
+        "    min([REGISTRY])['b'] = shared\n"
+        "def serve(values, name):\n"
+        "    s = REGISTRY[name](4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "_ONE = []\n"
+        "def shared(n):\n"
+        "    if not _ONE:\n"
+        "        _ONE.append(Scales(n))\n"
+        "    return _ONE[0]\n"
+        "def plug():\n"
+        "    for r in (REGISTRY,):\n"
+        "        r['b'] = shared\n"
+        "def serve(values, name):\n"
+        "    s = REGISTRY[name](4)\n"
+        "    s.load(values)\n",
+        _SCALES_REPORTED +
+        "_ONE = []\n"
+        "def shared(n):\n"
+        "    if not _ONE:\n"
+        "        _ONE.append(Scales(n))\n"
+        "    return _ONE[0]\n"
+        "def plug(r=REGISTRY):\n"
+        "    r['b'] = shared\n"
+        "def serve(values, name):\n"
+        "    s = REGISTRY[name](4)\n"
+        "    s.load(values)\n",
         # `forward` and a dunder run where no call names them (`layer(x)`): one named call is not every run
         "import torch\n"
         "class Layer(torch.nn.Module):\n"
