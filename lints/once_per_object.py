@@ -279,32 +279,53 @@ class OncePerObject:
         """(module, name) of each module global of the project that may be bound or changed after its module ran:
         declared ``global`` in a function, bound through its module (``m.REGISTRY = ...``), stored into
         (``R[k] = v``), a method called on it that is not a read (``R.update(...)``, ``R.append(...)``), or handed
-        on as it is (``r = R``, ``put(R, k, v)``, ``dict.update(R, ...)``, returned), where it may be changed. One
-        pass over the project, the first time, following only names that end as a module global of a display of
-        names does (what ``_registry`` asks about) or as a module's class does (``_builds_anew``)."""
+        on as it is (``r = R``, ``put(R, k, v)``, ``dict.update(R, ...)``, returned), where it may be changed; and
+        each module class bound again through its module or given another ``__new__``. One pass, the first time;
+        a registry's uses are looked for only in the modules that can name it (its own, those importing from it)."""
         if self._stored is None:
             project = self.project
-            wanted: set[str] = set()
+            registries: dict[str, set[str]] = {}  # module -> its globals bound to displays of names
+            classes: set[str] = set()
             for module, summary in project.modules.items():
                 top = summary["functions"].get(MODULE_SCOPE)
                 if top is not None:
-                    wanted.update(fact.target[1] for fact in top["assigns"] if fact.value[0] == "r"
-                                  and fact.target[0] == "n")
-                wanted.update(cls["name"] for cls in summary["classes"].values() if cls["scope"] == MODULE_SCOPE)
-            # `from m import REGISTRY as R`: the names it goes by
-            wanted.update(alias for _summary, fn in project.functions.values()
-                          for alias, full in fn["imports"].items() if full.rpartition(".")[2] in wanted)
+                    found = {fact.target[1] for fact in top["assigns"]
+                             if fact.value[0] == "r" and fact.target[0] == "n"}
+                    if found:
+                        registries[module] = found
+                classes.update(cls["name"] for cls in summary["classes"].values() if cls["scope"] == MODULE_SCOPE)
+            # the modules that can name a registry, and the names it goes by there (`from m import R as r`)
+            named_in: dict[str, set[str]] = {module: set(found) for module, found in registries.items()}
+            below: dict[str, list[str]] = {}  # a package -> the registries' modules in it (`import pkg`)
+            for source in registries:
+                parts = source.split(".")
+                for end in range(1, len(parts)):
+                    below.setdefault(".".join(parts[:end]), []).append(source)
+            if registries:
+                for module, summary in project.modules.items():
+                    for fn in summary["functions"].values():
+                        for alias, full in fn["imports"].items():
+                            sources = [full] if full in registries else below.get(full, ())
+                            if sources:  # `import m as a` (`a.R`), `import pkg` (`pkg.m.R`)
+                                named = named_in.setdefault(module, set())
+                                named.add(alias)
+                                for source in sources:
+                                    named.update(registries[source])
+                            elif full.rpartition(".")[0] in registries:  # `from m import R as r`
+                                named_in.setdefault(module, set()).add(alias)
+                    for source in summary["star"]:
+                        if source in registries:
+                            named_in.setdefault(module, set()).update(registries[source])
             stored: set[tuple[str, str]] = set()
 
             def note(fid: str, name: str, bound: bool) -> None:
                 """``bound``: the name is bound there; else its object is handed on (a class may be)."""
-                if name.rpartition(".")[2] in wanted:
-                    symbol = project.resolve(fid, name)
-                    if symbol is not None and symbol.kind == GLOBAL:
-                        stored.add((symbol.target, symbol.name))
-                    elif bound and symbol is not None and symbol.kind == CLASS:
-                        module, _, qual = symbol.target.partition(":")
-                        stored.add((module, qual))
+                symbol = project.resolve(fid, name)
+                if symbol is not None and symbol.kind == GLOBAL:
+                    stored.add((symbol.target, symbol.name))
+                elif bound and symbol is not None and symbol.kind == CLASS:
+                    module, _, qual = symbol.target.partition(":")
+                    stored.add((module, qual))
 
             def patched(fid: str, owner: list) -> None:
                 """`Cls.__new__ = f`, `setattr(Cls, "__new__", f)`: the class may give back one that exists."""
@@ -314,36 +335,49 @@ class OncePerObject:
                         module, _, qual = symbol.target.partition(":")
                         stored.add((module, qual))
 
-            for cid, (summary, cls) in project.classes.items():  # `r = R` in a class body
-                scope = fid_of(summary["module"], cls["scope"])
-                if scope in project.functions:
-                    for name in cls.get("aliases", {}).values():
-                        note(scope, name, False)
             for fid, (summary, fn) in project.functions.items():
                 module_scope = fn["qual"] == MODULE_SCOPE
-                for fact in fn["assigns"]:
-                    if fact.target[0] == "n" and fact.target[1].endswith(".__new__"):
-                        patched(fid, ["n", fact.target[1][:-len(".__new__")]])
-                for call in fn["calls"]:
-                    if callee_leaf(call.func) == "setattr" and len(call.args) >= 2 and call.args[1] == ["k", "__new__"]:
-                        patched(fid, call.args[0])
                 for name in fn["globals"]:
                     stored.add((summary["module"], name))
+                names = named_in.get(summary["module"])
                 for fact in fn["assigns"]:
                     target = fact.target
-                    if target[0] == "n" and ("." in target[1] or not module_scope):
-                        note(fid, target[1], True)  # `m.REGISTRY = ...`; a function's local of the name is no global
-                    while target[0] == "s":
-                        target = target[1]
-                        if target[0] == "n":
-                            note(fid, target[1], False)
+                    if target[0] == "n":
+                        name = target[1]
+                        if name.endswith(".__new__"):
+                            patched(fid, ["n", name[:-len(".__new__")]])
+                        elif "." in name or not module_scope:  # a function's local of the name is no global
+                            leaf = name[name.rfind(".") + 1:]
+                            if leaf in classes or (names and leaf in names):
+                                note(fid, name, True)  # `m.REGISTRY = ...`, `mod.Cls = ...`
+                    elif names:
+                        while target[0] == "s":
+                            target = target[1]
+                            if target[0] == "n" and target[1][target[1].rfind(".") + 1:] in names:
+                                note(fid, target[1], False)
+                for call in fn["calls"]:
+                    func = call.func
+                    if func[0] == "n" and func[1].endswith("setattr") and len(call.args) >= 2 \
+                            and call.args[1] == ["k", "__new__"]:
+                        patched(fid, call.args[0])
+                if not names:
+                    continue
                 for value in _handed_values(project, fid, fn):
                     for name in _bare_names(value):
-                        note(fid, name, False)
+                        if name[name.rfind(".") + 1:] in names:
+                            note(fid, name, False)
                 for call in fn["calls"]:
                     receiver, method = method_call(call.func)
-                    if receiver is not None and receiver[0] == "n" and method not in _READS:
+                    if receiver is not None and receiver[0] == "n" and method not in _READS \
+                            and receiver[1][receiver[1].rfind(".") + 1:] in names:
                         note(fid, receiver[1], False)
+            for cid, (summary, cls) in project.classes.items():  # `r = R` in a class body
+                names = named_in.get(summary["module"])
+                scope = fid_of(summary["module"], cls["scope"])
+                if names and scope in project.functions:
+                    for name in cls.get("aliases", {}).values():
+                        if name[name.rfind(".") + 1:] in names:
+                            note(scope, name, False)
             self._stored = stored
         return self._stored
 

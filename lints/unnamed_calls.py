@@ -9,7 +9,10 @@ from __future__ import annotations
 from typing import Optional
 
 from .project import Project
-from .summary_records import callee_leaf, objects_in
+from .summary_records import objects_in
+
+# values that hold others: displays (of names too), `a or b`, `a if c else b`, a comprehension, a lambda
+_HOLDING = frozenset("tbimlr")
 
 
 class UnnamedCalls:
@@ -30,18 +33,33 @@ class UnnamedCalls:
         ``operator.methodcaller`` or ``attrgetter``: one pass, the first time."""
         if self._taken_as_values is None:
             taken: set[str] = set()
+            methods = set(self.project.method_names())
+
+            def note(value: list) -> None:
+                tag = value[0]
+                if tag == "n":  # most values: a name, a call, a constant
+                    name = value[1]
+                    dot = name.rfind(".")
+                    if dot > 0 and name[dot + 1:] in methods:  # a bound method is an attribute (`self.validate`)
+                        taken.add(name[dot + 1:])
+                elif tag in _HOLDING:
+                    for part_tag, name in objects_in(value):
+                        if part_tag == "n" and name[name.rfind(".") + 1:] in methods and "." in name:
+                            taken.add(name[name.rfind(".") + 1:])
+
             for _summary, fn in self.project.functions.values():
-                values = [fact.value for fact in fn["assigns"]] + [ret.value for ret in fn["rets"]]
+                for fact in fn["assigns"]:
+                    note(fact.value)
+                for ret in fn["rets"]:
+                    note(ret.value)
                 for call in fn["calls"]:
-                    values.extend(call.args)  # `Thread(target=obj.load)`, on an object of a class not known
-                    values.extend(call.kwargs.values())
-                    if callee_leaf(call.func) in ("methodcaller", "attrgetter") and call.args \
+                    for arg in call.args:  # `Thread(target=obj.load)`, on an object of a class not known
+                        note(arg)
+                    for arg in call.kwargs.values():
+                        note(arg)
+                    if call.func[0] == "n" and call.func[1].endswith(("methodcaller", "attrgetter")) and call.args \
                             and call.args[0][0] == "k" and isinstance(call.args[0][1], str):
                         taken.add(call.args[0][1].rpartition(".")[2])
-                for value in values:
-                    for tag, name in objects_in(value):
-                        if tag == "n" and "." in name:  # a bound method is an attribute (`self.validate`)
-                            taken.add(name.rpartition(".")[2])
             for _summary, cls in self.project.classes.values():
                 taken.update(value.rpartition(".")[2] for value in cls.get("aliases", {}).values())
             self._taken_as_values = frozenset(taken)
