@@ -70,7 +70,8 @@ class OncePerObject:
         self.unnamed = UnnamedCalls(project)
         self._once: dict[str, bool] = {}
         self._returns_new: dict[str, bool] = {}
-        self._stored: Optional[set[tuple[str, str]]] = None
+        self._changed_memo: dict[tuple[str, str], bool] = {}
+        self._imported_by: Optional[dict[str, set[str]]] = None
 
     def runs_once(self, fid: str) -> bool:
         """Whether every project call of method ``fid`` runs it on an object its caller has just built."""
@@ -148,44 +149,52 @@ class OncePerObject:
                 if edge.call < 0 or edge.how in ("argument", "nested"):
                     return False  # taken as a value: it may run anywhere
                 calls.add((edge.caller, edge.call))
+        # the questions about one call first; those that pass over the whole project last
+        if not calls or not all(self._fresh_bindings(caller, index) is not None for caller, index in calls):
+            return False
         for caller, index in project.calls_named(fn["name"]):
             if (caller, index) in calls or "." not in project.function(caller)["calls"][index].func[1]:
                 continue
             targets = self.graph.call_targets(caller, index, loose=True)
             if not targets or family.intersection(targets):
-                calls.add((caller, index))  # `x.load(...)` on a receiver the graph does not know
+                if self._fresh_bindings(caller, index) is None:  # `x.load(...)` on a receiver the graph does not know
+                    return False
+                calls.add((caller, index))
         for caller, index in project.calls_named(fn["name"], on_values=True):
             targets = self.graph.call_targets(caller, index, loose=True)
             if not targets or family.intersection(targets):
                 return False  # `make().load(...)`: on an object no local holds
-        return bool(calls) and all(self._on_new_object(caller, index) for caller, index in calls) \
-            and not self.unnamed.may_run_unnamed(fid)
+        return not self.unnamed.may_run_unnamed(fid) and all(
+            self._new_object(caller, fact.value, 0) for caller, index in calls
+            for fact in self._fresh_bindings(caller, index))
 
-    def _on_new_object(self, fid: str, index: int) -> bool:
+    def _fresh_bindings(self, fid: str, index: int) -> Optional[list]:
+        """The bindings of the local that call ``index`` of ``fid`` is made on, where the call and they are placed
+        as a call on an object just built must be (see the module's docstring); None where they are not. Whether
+        each binding's value is a new object is ``_new_object``'s question."""
         fn = self.project.function(fid)
         if index in fn["deferred"]:
-            return False
+            return None
         call = fn["calls"][index]
         receiver, _method = method_call(call.func)
         if receiver is None or receiver[0] != "n" or "." in receiver[1]:
-            return False
+            return None
         name = receiver[1]
         if name in ("self", "cls") or name in fn["params"] or name in fn["globals"] or name in fn["locals"] \
                 or name in fn["other_binds"]:
-            return False
+            return None
         if sum(1 for other in fn["calls"] if other.func == call.func) != 1:
-            return False
+            return None
         bindings = [fact for fact in fn["assigns"] if fact.target == ["n", name]]
         if not bindings:
-            return False
+            return None
         around = {-1, *enclosing_guards(fn, call.guard)}
         blocks_of_call = {block for block in map(tuple, fn["blocks"]) if block[0] <= call.line <= block[1]}
         for fact in bindings:
             blocks = {block for block in map(tuple, fn["blocks"]) if block[0] <= fact.line <= block[1]}
-            if fact.op is not None or fact.line >= call.line or fact.guard not in around \
-                    or blocks != blocks_of_call or not self._new_object(fid, fact.value, 0):
-                return False
-        return True
+            if fact.op is not None or fact.line >= call.line or fact.guard not in around or blocks != blocks_of_call:
+                return None
+        return bindings
 
     def _new_object(self, fid: str, value: list, depth: int) -> bool:
         """Whether ``value`` in ``fid`` is an object made there (see the module's docstring)."""
@@ -256,7 +265,7 @@ class OncePerObject:
             if scope in project.functions and (project.local_values(scope).get(cls["name"])
                                                or cls["name"] in project.function(scope)["globals"]):
                 return False
-            if cls["scope"] == MODULE_SCOPE and (summary["module"], cls["name"]) in self._stores_into():
+            if cls["scope"] == MODULE_SCOPE and self._changed(summary["module"], cls["name"]):
                 return False
         return True
 
@@ -269,117 +278,108 @@ class OncePerObject:
             return False
         module, name = symbol.target, symbol.name
         values = self.project.local_values(fid_of(module, MODULE_SCOPE)).get(name)
-        if not values or (module, name) in self._stores_into():
+        if not values or self._changed(module, name):
             return False
         scope = fid_of(module, MODULE_SCOPE)
         return all(value[0] == "r" and all(self._class_reference(scope, ["n", item]) for item in value[1])
                    for value in values)
 
-    def _stores_into(self) -> set[tuple[str, str]]:
-        """(module, name) of each module global of the project that may be bound or changed after its module ran:
-        declared ``global`` in a function, bound through its module (``m.REGISTRY = ...``), stored into
-        (``R[k] = v``), a method called on it that is not a read (``R.update(...)``, ``R.append(...)``), or handed
-        on as it is (``r = R``, ``put(R, k, v)``, ``dict.update(R, ...)``, returned), where it may be changed; and
-        each module class bound again through its module or given another ``__new__``. One pass, the first time;
-        a registry's uses are looked for only in the modules that can name it (its own, those importing from it)."""
-        if self._stored is None:
-            project = self.project
-            registries: dict[str, set[str]] = {}  # module -> its globals bound to displays of names
-            classes: set[str] = set()
-            for module, summary in project.modules.items():
-                top = summary["functions"].get(MODULE_SCOPE)
-                if top is not None:
-                    found = {fact.target[1] for fact in top["assigns"]
-                             if fact.value[0] == "r" and fact.target[0] == "n"}
-                    if found:
-                        registries[module] = found
-                classes.update(cls["name"] for cls in summary["classes"].values() if cls["scope"] == MODULE_SCOPE)
-            # the modules that can name a registry, and the names it goes by there (`from m import R as r`)
-            named_in: dict[str, set[str]] = {module: set(found) for module, found in registries.items()}
-            below: dict[str, list[str]] = {}  # a package -> the registries' modules in it (`import pkg`)
-            for source in registries:
-                parts = source.split(".")
-                for end in range(1, len(parts)):
-                    below.setdefault(".".join(parts[:end]), []).append(source)
-            if registries:
-                for module, summary in project.modules.items():
-                    for fn in summary["functions"].values():
-                        for alias, full in fn["imports"].items():
-                            sources = [full] if full in registries else below.get(full, ())
-                            if sources:  # `import m as a` (`a.R`), `import pkg` (`pkg.m.R`)
-                                named = named_in.setdefault(module, set())
-                                named.add(alias)
-                                for source in sources:
-                                    named.update(registries[source])
-                            elif full.rpartition(".")[0] in registries:  # `from m import R as r`
-                                named_in.setdefault(module, set()).add(alias)
-                    for source in summary["star"]:
-                        if source in registries:
-                            named_in.setdefault(module, set()).update(registries[source])
-            stored: set[tuple[str, str]] = set()
+    def _changed(self, module: str, name: str) -> bool:
+        """Whether module ``module``'s global ``name`` (a registry, or a class) may be bound or changed after the
+        module ran: declared ``global`` in one of its functions; bound through its module (``m.REGISTRY = ...``,
+        ``mod.Cls = ...``); given another ``__new__`` (``Cls.__new__ = f``, ``setattr(Cls, "__new__", f)``);
+        stored into (``R[k] = v``); a method called on it that is not a read (``R.update(...)``); or handed on as
+        it is (``r = R``, ``put(R, k, v)``, ``min([R])``, a default, a class body's ``r = R``), where it may be
+        changed (a class handed on stays the class). Looked for in the modules that can name it: its own, and
+        those importing it, from it or its package."""
+        key = (module, name)
+        found = self._changed_memo.get(key)
+        if found is None:
+            found = self._changed_memo[key] = self._find_change(module, name)
+        return found
 
-            def note(fid: str, name: str, bound: bool) -> None:
-                """``bound``: the name is bound there; else its object is handed on (a class may be)."""
-                symbol = project.resolve(fid, name)
-                if symbol is not None and symbol.kind == GLOBAL:
-                    stored.add((symbol.target, symbol.name))
-                elif bound and symbol is not None and symbol.kind == CLASS:
-                    module, _, qual = symbol.target.partition(":")
-                    stored.add((module, qual))
+    def _find_change(self, module: str, name: str) -> bool:
+        project = self.project
+        summary = project.modules.get(module)
+        if summary is None:
+            return True
+        is_class = name in summary["classes"]
+        if any(name in fn["globals"] for fn in summary["functions"].values()):
+            return True
 
-            def patched(fid: str, owner: list) -> None:
-                """`Cls.__new__ = f`, `setattr(Cls, "__new__", f)`: the class may give back one that exists."""
-                if owner[0] == "n":
-                    symbol = project.resolve(fid, owner[1])
-                    if symbol is not None and symbol.kind == CLASS:
-                        module, _, qual = symbol.target.partition(":")
-                        stored.add((module, qual))
+        def is_it(fid: str, spelt: str) -> bool:
+            symbol = project.resolve(fid, spelt)
+            if symbol is None:
+                return False
+            if is_class:
+                return symbol.kind == CLASS and symbol.target == fid_of(module, name)
+            return symbol.kind == GLOBAL and (symbol.target, symbol.name) == (module, name)
 
-            for fid, (summary, fn) in project.functions.items():
-                module_scope = fn["qual"] == MODULE_SCOPE
-                for name in fn["globals"]:
-                    stored.add((summary["module"], name))
-                names = named_in.get(summary["module"])
+        for namer in self._namers(module):
+            namer_summary = project.modules[namer]
+            # the names it may go by there: its own, and what imports of it are called (`from m import R as r`)
+            names = {name} | {alias for fn in namer_summary["functions"].values()
+                              for alias, full in fn["imports"].items() if full == f"{module}.{name}"}
+            for qual, fn in namer_summary["functions"].items():
+                fid = fid_of(namer, qual)
+                module_scope = qual == MODULE_SCOPE
                 for fact in fn["assigns"]:
                     target = fact.target
                     if target[0] == "n":
-                        name = target[1]
-                        if name.endswith(".__new__"):
-                            patched(fid, ["n", name[:-len(".__new__")]])
-                        elif "." in name or not module_scope:  # a function's local of the name is no global
-                            leaf = name[name.rfind(".") + 1:]
-                            if leaf in classes or (names and leaf in names):
-                                note(fid, name, True)  # `m.REGISTRY = ...`, `mod.Cls = ...`
-                    elif names:
+                        spelt = target[1]
+                        if is_class and spelt.endswith(".__new__") and is_it(fid, spelt[:-len(".__new__")]):
+                            return True
+                        if ("." in spelt or not module_scope) and spelt[spelt.rfind(".") + 1:] in names \
+                                and is_it(fid, spelt):
+                            return True
+                    elif not is_class:
                         while target[0] == "s":
                             target = target[1]
-                            if target[0] == "n" and target[1][target[1].rfind(".") + 1:] in names:
-                                note(fid, target[1], False)
+                            if target[0] == "n" and target[1][target[1].rfind(".") + 1:] in names \
+                                    and is_it(fid, target[1]):
+                                return True
                 for call in fn["calls"]:
                     func = call.func
-                    if func[0] == "n" and func[1].endswith("setattr") and len(call.args) >= 2 \
-                            and call.args[1] == ["k", "__new__"]:
-                        patched(fid, call.args[0])
-                if not names:
-                    continue
-                for value in _handed_values(project, fid, fn):
-                    for name in _bare_names(value):
-                        if name[name.rfind(".") + 1:] in names:
-                            note(fid, name, False)
-                for call in fn["calls"]:
-                    receiver, method = method_call(call.func)
-                    if receiver is not None and receiver[0] == "n" and method not in _READS \
-                            and receiver[1][receiver[1].rfind(".") + 1:] in names:
-                        note(fid, receiver[1], False)
-            for cid, (summary, cls) in project.classes.items():  # `r = R` in a class body
-                names = named_in.get(summary["module"])
-                scope = fid_of(summary["module"], cls["scope"])
-                if names and scope in project.functions:
-                    for name in cls.get("aliases", {}).values():
-                        if name[name.rfind(".") + 1:] in names:
-                            note(scope, name, False)
-            self._stored = stored
-        return self._stored
+                    if is_class and func[0] == "n" and func[1].endswith("setattr") and len(call.args) >= 2 \
+                            and call.args[1] == ["k", "__new__"] and call.args[0][0] == "n" \
+                            and is_it(fid, call.args[0][1]):
+                        return True
+                    receiver, method = method_call(func)
+                    if not is_class and receiver is not None and receiver[0] == "n" and method not in _READS \
+                            and receiver[1][receiver[1].rfind(".") + 1:] in names and is_it(fid, receiver[1]):
+                        return True
+                if not is_class:
+                    for value in _handed_values(project, fid, fn):
+                        for spelt in _bare_names(value):
+                            if spelt[spelt.rfind(".") + 1:] in names and is_it(fid, spelt):
+                                return True
+            if not is_class:
+                for cls in namer_summary["classes"].values():  # `r = R` in a class body
+                    scope = fid_of(namer, cls["scope"])
+                    if scope in project.functions and any(
+                            spelt[spelt.rfind(".") + 1:] in names and is_it(scope, spelt)
+                            for spelt in cls.get("aliases", {}).values()):
+                        return True
+        return False
+
+    def _namers(self, module: str) -> set[str]:
+        """The modules that can name module ``module``'s globals: itself, and each that imports it (``import m``,
+        ``import m as a``), from it (``from m import R``), its package (``import pkg``) or all of it (``*``)."""
+        if self._imported_by is None:
+            by_full: dict[str, set[str]] = {}
+            for importer, summary in self.project.modules.items():
+                for fn in summary["functions"].values():
+                    for full in fn["imports"].values():
+                        by_full.setdefault(full, set()).add(importer)
+                        by_full.setdefault(full.rpartition(".")[0], set()).add(importer)  # a member of it
+                for source in summary["star"]:
+                    by_full.setdefault(source, set()).add(importer)
+            self._imported_by = by_full
+        found = {module}
+        parts = module.split(".")
+        for end in range(1, len(parts) + 1):  # the module and each package above it
+            found.update(self._imported_by.get(".".join(parts[:end]), ()))
+        return found & set(self.project.modules)
 
 
 def _handed_values(project: Project, fid: str, fn: dict):

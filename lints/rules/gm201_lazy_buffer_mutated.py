@@ -1416,7 +1416,7 @@ def _one_run_per_object(analysis: ProjectAnalysis, alloc: Allocation, mutations:
     if not all(m.fid == alloc.fid and not m.entry_fid and _writes(fn, m, field) for m in mutations):
         return False
     once = analysis.once_per_object
-    return once.field_made_here(alloc.fid, key.name, alloc.line) and once.runs_once(alloc.fid)
+    return once.runs_once(alloc.fid) and once.field_made_here(alloc.fid, key.name, alloc.line)
 
 
 def _writes(fn: dict, mutation: Mutation, field: list) -> bool:
