@@ -60,6 +60,26 @@ _CACHE_B = (
     "    return t\n"
 )
 _CACHE_B_REPORTED = _CACHE_B.replace("torch.zeros(n)\n", "torch.zeros(n)  # expect: GM201:9\n")
+# a parameter tested None around the binding from the cache and an early raise before its update
+_STATE_BOUND_FROM_CACHE = _CACHE_B_REPORTED + (
+    "def put(n, cfg, state=None):\n"
+    "    if state is None:\n"
+    "        h = get_b(n)\n"
+)
+_STATE_RAISED_THEN_UPDATED = (
+    "    if state is None:\n"
+    "        raise ValueError(n)\n"
+    "    h.zero_()\n"
+)
+# a local's test of x, changed by `flip()`, guards the binding from the cache; an early raise on x itself
+_WANT_FLIPPED = (
+    "    flip()\n"
+    "    if want:\n"
+    "        h = get_b(n)\n"
+    "    if x is None:\n"
+    "        raise ValueError(n)\n"
+    "    h.zero_()\n"
+)
 _SCALES = (  # a resize, then a fill, in one method
     "import functools, torch\n"
     "class Scales:\n"
@@ -72,6 +92,25 @@ _SCALES = (  # a resize, then a fill, in one method
     "REGISTRY = {'a': Scales}\n"
 )
 _SCALES_REPORTED = _SCALES.replace("torch.ones(len(values))\n", "torch.ones(len(values))  # expect: GM201:13\n")
+_SHARED_SCALES = _SCALES_REPORTED + (  # and a factory that hands back one object
+    "_ONE = []\n"
+    "def shared(n):\n"
+    "    if not _ONE:\n"
+    "        _ONE.append(Scales(n))\n"
+    "    return _ONE[0]\n"
+)
+_LIVE_SCALES = _SCALES_REPORTED + (  # each object kept after its one named call
+    "LIVE = []\n"
+    "def build(values):\n"
+    "    s = Scales(4)\n"
+    "    LIVE.append(s)\n"
+    "    s.load(values)\n"
+)
+_SERVE_FROM_REGISTRY = (
+    "def serve(values, name):\n"
+    "    s = REGISTRY[name](4)\n"
+    "    s.load(values)\n"
+)
 
 
 class LazyBufferMutatedInPlace(Rule):
@@ -463,36 +502,21 @@ class LazyBufferMutatedInPlace(Rule):
         # the parameter bound again otherwise than by an assignment (an except target, a match capture, a
         # with target, a nested function's `nonlocal`), an early raise a with may swallow, a local bound to
         # another's test before that one is bound again
-        _CACHE_B_REPORTED +
-        "def put(n, cfg, state=None):\n"
-        "    if state is None:\n"
-        "        h = get_b(n)\n"
+        _STATE_BOUND_FROM_CACHE +
         "    try:\n"
         "        cfg(n)\n"
         "    except Exception as state:\n"
         "        pass\n"
-        "    if state is None:\n"
-        "        raise ValueError(n)\n"
-        "    h.zero_()\n",
-        _CACHE_B_REPORTED +
-        "def put(n, cfg, state=None):\n"
-        "    if state is None:\n"
-        "        h = get_b(n)\n"
+        + _STATE_RAISED_THEN_UPDATED,
+        _STATE_BOUND_FROM_CACHE +
         "    match cfg:\n"
         "        case {'state': state}:\n"
         "            pass\n"
-        "    if state is None:\n"
-        "        raise ValueError(n)\n"
-        "    h.zero_()\n",
-        _CACHE_B_REPORTED +
-        "def put(n, cfg, state=None):\n"
-        "    if state is None:\n"
-        "        h = get_b(n)\n"
+        + _STATE_RAISED_THEN_UPDATED,
+        _STATE_BOUND_FROM_CACHE +
         "    with cfg as (k, state):\n"
         "        pass\n"
-        "    if state is None:\n"
-        "        raise ValueError(n)\n"
-        "    h.zero_()\n",
+        + _STATE_RAISED_THEN_UPDATED,
         _CACHE_B_REPORTED +
         "def put(n, cfg, state=None):\n"
         "    def adopt():\n"
@@ -501,9 +525,7 @@ class LazyBufferMutatedInPlace(Rule):
         "    if state is None:\n"
         "        h = get_b(n)\n"
         "    adopt()\n"
-        "    if state is None:\n"
-        "        raise ValueError(n)\n"
-        "    h.zero_()\n",
+        + _STATE_RAISED_THEN_UPDATED,
         _CACHE_B_REPORTED +
         "def put(n, x=None, y=None):\n"
         "    a = x is None\n"
@@ -531,12 +553,7 @@ class LazyBufferMutatedInPlace(Rule):
         "    def flip():\n"
         "        nonlocal want\n"
         "        want = not want\n"
-        "    flip()\n"
-        "    if want:\n"
-        "        h = get_b(n)\n"
-        "    if x is None:\n"
-        "        raise ValueError(n)\n"
-        "    h.zero_()\n",
+        + _WANT_FLIPPED,
         _CACHE_B_REPORTED +
         "def flip():\n"
         "    global want\n"
@@ -544,12 +561,7 @@ class LazyBufferMutatedInPlace(Rule):
         "def put(n, x=None):\n"
         "    global want\n"
         "    want = x is None\n"
-        "    flip()\n"
-        "    if want:\n"
-        "        h = get_b(n)\n"
-        "    if x is None:\n"
-        "        raise ValueError(n)\n"
-        "    h.zero_()\n",
+        + _WANT_FLIPPED,
         _CACHE_B_REPORTED +
         "def put(n, x=None):\n"
         "    if x is None:\n"
@@ -603,9 +615,7 @@ class LazyBufferMutatedInPlace(Rule):
         _SCALES_REPORTED +
         "def register(name, cls):\n"
         "    REGISTRY[name] = cls\n"
-        "def serve(values, name):\n"
-        "    s = REGISTRY[name](4)\n"
-        "    s.load(values)\n",
+        + _SERVE_FROM_REGISTRY,
         _SCALES_REPORTED +
         "class Once(type):\n"
         "    pass\n"
@@ -642,44 +652,20 @@ class LazyBufferMutatedInPlace(Rule):
         "    s = Scales(4)\n"
         "    while s.load(next(rows)):\n"
         "        pass\n",
-        _SCALES_REPORTED +
-        "_ONE = []\n"
-        "def shared(n):\n"
-        "    if not _ONE:\n"
-        "        _ONE.append(Scales(n))\n"
-        "    return _ONE[0]\n"
+        _SHARED_SCALES +
         "def serve(values, name):\n"
         "    s = REGISTRY.get(name, shared)(4)\n"
         "    s.load(values)\n",
-        _SCALES_REPORTED +
-        "_ONE = []\n"
-        "def shared(n):\n"
-        "    if not _ONE:\n"
-        "        _ONE.append(Scales(n))\n"
-        "    return _ONE[0]\n"
+        _SHARED_SCALES +
         "def plug():\n"
         "    REGISTRY.update(b=shared)\n"
-        "def serve(values, name):\n"
-        "    s = REGISTRY[name](4)\n"
-        "    s.load(values)\n",
-        _SCALES_REPORTED +
-        "_ONE = []\n"
-        "def shared(n):\n"
-        "    if not _ONE:\n"
-        "        _ONE.append(Scales(n))\n"
-        "    return _ONE[0]\n"
+        + _SERVE_FROM_REGISTRY,
+        _SHARED_SCALES +
         "def plug():\n"
         "    r = REGISTRY\n"
         "    r['b'] = shared\n"
-        "def serve(values, name):\n"
-        "    s = REGISTRY[name](4)\n"
-        "    s.load(values)\n",
-        _SCALES_REPORTED +
-        "_ONE = []\n"
-        "def shared(n):\n"
-        "    if not _ONE:\n"
-        "        _ONE.append(Scales(n))\n"
-        "    return _ONE[0]\n"
+        + _SERVE_FROM_REGISTRY,
+        _SHARED_SCALES +
         "KINDS = [Scales]\n"
         "KINDS.append(shared)\n"
         "def serve(values, i):\n"
@@ -731,13 +717,8 @@ class LazyBufferMutatedInPlace(Rule):
         "def again(values):\n"
         "    for s in LIVE:\n"
         "        s.refresh(values)\n",
-        _SCALES_REPORTED +
+        _LIVE_SCALES +
         "import operator\n"
-        "LIVE = []\n"
-        "def build(values):\n"
-        "    s = Scales(4)\n"
-        "    LIVE.append(s)\n"
-        "    s.load(values)\n"
         "def reload(values):\n"
         "    list(map(operator.methodcaller('load', values), LIVE))\n",
         _SCALES_REPORTED +
@@ -778,23 +759,13 @@ class LazyBufferMutatedInPlace(Rule):
         "def step(prev, values):\n"
         "    s = Adopt(prev)\n"
         "    s.load(values)\n",
-        _SCALES_REPORTED +
+        _LIVE_SCALES +
         "import operator\n"
-        "LIVE = []\n"
-        "def build(values):\n"
-        "    s = Scales(4)\n"
-        "    LIVE.append(s)\n"
-        "    s.load(values)\n"
         "def reload(values):\n"
         "    for s in LIVE:\n"
         "        operator.attrgetter('load')(s)(values)\n",
-        _SCALES_REPORTED +
+        _LIVE_SCALES +
         "import threading\n"
-        "LIVE = []\n"
-        "def build(values):\n"
-        "    s = Scales(4)\n"
-        "    LIVE.append(s)\n"
-        "    s.load(values)\n"
         "def reload(values):\n"
         "    for s in LIVE:\n"
         "        threading.Thread(target=s.load, args=(values,)).start()\n",
@@ -806,40 +777,19 @@ class LazyBufferMutatedInPlace(Rule):
         "def serve(values):\n"
         "    s = Scales(4)\n"
         "    s.load(values)\n",
-        _SCALES_REPORTED +
-        "_ONE = []\n"
-        "def shared(n):\n"
-        "    if not _ONE:\n"
-        "        _ONE.append(Scales(n))\n"
-        "    return _ONE[0]\n"
+        _SHARED_SCALES +
         "def plug():\n"
         "    min([REGISTRY])['b'] = shared\n"
-        "def serve(values, name):\n"
-        "    s = REGISTRY[name](4)\n"
-        "    s.load(values)\n",
-        _SCALES_REPORTED +
-        "_ONE = []\n"
-        "def shared(n):\n"
-        "    if not _ONE:\n"
-        "        _ONE.append(Scales(n))\n"
-        "    return _ONE[0]\n"
+        + _SERVE_FROM_REGISTRY,
+        _SHARED_SCALES +
         "def plug():\n"
         "    for r in (REGISTRY,):\n"
         "        r['b'] = shared\n"
-        "def serve(values, name):\n"
-        "    s = REGISTRY[name](4)\n"
-        "    s.load(values)\n",
-        _SCALES_REPORTED +
-        "_ONE = []\n"
-        "def shared(n):\n"
-        "    if not _ONE:\n"
-        "        _ONE.append(Scales(n))\n"
-        "    return _ONE[0]\n"
+        + _SERVE_FROM_REGISTRY,
+        _SHARED_SCALES +
         "def plug(r=REGISTRY):\n"
         "    r['b'] = shared\n"
-        "def serve(values, name):\n"
-        "    s = REGISTRY[name](4)\n"
-        "    s.load(values)\n",
+        + _SERVE_FROM_REGISTRY,
         # `forward` and a dunder run where no call names them (`layer(x)`): one named call is not every run
         "import torch\n"
         "class Layer(torch.nn.Module):\n"
