@@ -65,8 +65,8 @@ def none_clauses(test: ast.AST, holds: bool, aliases: Optional[dict[str, tuple[l
     """What ``test`` says of plain names being None where it ``holds`` (or fails), as clauses that all hold:
     ``x is None`` holding gives ``[[("x", True)]]``; ``a is None and b is None`` failing gives ``[[("a", False),
     ("b", False)]]``; a bare ``x`` holding says it is not None. ``aliases``: what a local says where it holds and
-    where it fails, from the test it was bound to (``use_x = x is not None``). Names with a dot are left out (a call may set a
-    field); so is what grows past a few clauses (a weaker answer, never a wrong one)."""
+    where it fails, from the test it was bound to (``use_x = x is not None``). Names with a dot are left out (a
+    call may set a field); so is what grows past a few clauses (a weaker answer, never a wrong one)."""
     if depth > 8:
         return []
     kind = type(test)

@@ -126,7 +126,7 @@ def with_records(summary: dict) -> dict:
 # again (if-branches are guards and with-bodies are withs).
 # A function's "other_binds": the names it binds otherwise than by an assignment "assigns" shows (an
 # `except ... as`, a match capture, a `with ... as (a, b)`, `del`, a nested def or class, a `global` or
-# `nonlocal` in a function nested in it).
+# `nonlocal` in it or in a function or class body nested in it).
 # A function's "deferred": the indices of its calls written in a lambda's body or in a comprehension's lazy
 # parts (its element, its tests, every iterable but the first): they run later, any number of times, or never,
 # not where the statement holding them runs.
