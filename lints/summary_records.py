@@ -160,20 +160,17 @@ def binding_may_reach(fn: dict, binding: tuple[int, int], use: tuple[int, int]) 
     sits in an if statement that begins after the use and holds no part of it (a later statement: lines alone
     do not order one statement's parts, `a[g.zero_()] = (g := b)`). Always where a loop or a try body holds the
     binding (it may run again before the use, a while test included)."""
-    if _none_tests_exclude(fn, binding, use):
-        return False
-    if any(start <= binding[1] <= end for start, end in fn["blocks"]):
-        return True
-    around_use = set(enclosing_guards(fn, use[0]))
-    guards = fn["guards"]
-    branches = {(guards[g].line, guards[g].parent): guards[g].in_orelse for g in around_use}
-    for guard in enclosing_guards(fn, binding[0]):
-        record = guards[guard]
-        if branches.get((record.line, record.parent), record.in_orelse) != record.in_orelse:
-            return False  # the other branch of an if the use is in
-        if guard not in around_use and record.line > use[1]:
-            return False  # an if statement after the use
-    return True
+    if not any(start <= binding[1] <= end for start, end in fn["blocks"]):
+        around_use = set(enclosing_guards(fn, use[0]))
+        guards = fn["guards"]
+        branches = {(guards[g].line, guards[g].parent): guards[g].in_orelse for g in around_use}
+        for guard in enclosing_guards(fn, binding[0]):
+            record = guards[guard]
+            if branches.get((record.line, record.parent), record.in_orelse) != record.in_orelse:
+                return False  # the other branch of an if the use is in
+            if guard not in around_use and record.line > use[1]:
+                return False  # an if statement after the use
+    return not _none_tests_exclude(fn, binding, use)
 
 
 def _none_tests_exclude(fn: dict, binding: tuple[int, int], use: tuple[int, int]) -> bool:
@@ -183,7 +180,10 @@ def _none_tests_exclude(fn: dict, binding: tuple[int, int], use: tuple[int, int]
     ``assert idx is not None``). Asserts are taken to run, as type checkers take them; a run's tests of such
     parameters agree, so the clauses of both places hold together, and unit propagation finding none can hold
     proves it."""
-    clauses = [clause for clause in (*none_clauses_at(fn, *binding), *none_clauses_at(fn, *use))
+    at_binding = none_clauses_at(fn, *binding)
+    if not at_binding:
+        return False  # nothing holds there that could contradict the use
+    clauses = [clause for clause in (*at_binding, *none_clauses_at(fn, *use))
                if all(_never_rebound(fn, name) for name, _is_none in clause)]
     return bool(clauses) and _contradict(clauses)
 
