@@ -45,7 +45,7 @@ from .project import Project
 from .provenance import CONSTRUCTORS, Provenance
 from .regions import Regions
 from . import names
-from .summary_records import MODULE_SCOPE, callee_leaf, enclosing_guards, method_call
+from .summary_records import MODULE_SCOPE, callee_leaf, enclosing_guards, method_call, objects_in
 from .symbols import CLASS, EXTERNAL, FUNC, GLOBAL, LOCAL, fid_of
 from .unnamed_calls import UnnamedCalls
 
@@ -403,21 +403,9 @@ def _handed_values(project: Project, fid: str, fn: dict):
     yield from fn["defaults"].values()
 
 
-def _bare_names(value: list):
-    """The names ``value`` is, or holds as they are (in a display, a comprehension's element, one side of an `or`
-    or an `if`, an item or element of a display: ``for r in (R,)``); not one it indexes (``R[k]`` reads an item)
-    or calls."""
-    stack = [value]
-    while stack:
-        expr = stack.pop()
-        tag = expr[0]
-        if tag == "n":
-            yield expr[1]
-        elif tag in "tb":
-            stack.extend(expr[1])
-        elif tag in "im":
-            stack.extend(expr[1:])
-        elif tag == "r":
-            stack.extend(["n", name] for name in expr[1])
-        elif tag in "su" and expr[1][0] in "trm":  # an item of a display of names may be one of them
-            stack.append(expr[1])
+def _bare_names(value: list) -> list[str]:
+    """The names ``value`` is, or holds as they are (``summary_records.objects_in``), also as an item or element of
+    a display of them (``for r in (R,)``); not one it indexes (``R[k]`` reads an item) or calls."""
+    while value[0] in "su" and value[1][0] in "trm":  # an item of a display of names may be one of them
+        value = value[1]
+    return [name for tag, name in objects_in(value) if tag == "n"]

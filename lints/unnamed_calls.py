@@ -11,9 +11,6 @@ from typing import Optional
 from .project import Project
 from .summary_records import objects_in
 
-# values that hold others: displays (of names too), `a or b`, `a if c else b`, a comprehension, a lambda
-_HOLDING = frozenset("tbimlr")
-
 
 class UnnamedCalls:
     def __init__(self, project: Project) -> None:
@@ -42,7 +39,7 @@ class UnnamedCalls:
                     dot = name.rfind(".")
                     if dot > 0 and name[dot + 1:] in methods:  # a bound method is an attribute (`self.validate`)
                         taken.add(name[dot + 1:])
-                elif tag in _HOLDING:
+                elif tag != "c" and tag != "k":  # what a display, `a or b`, a lambda holds
                     for part_tag, name in objects_in(value):
                         if part_tag == "n" and name[name.rfind(".") + 1:] in methods and "." in name:
                             taken.add(name[name.rfind(".") + 1:])
