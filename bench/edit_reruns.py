@@ -11,7 +11,8 @@ folder of its own. Each round times, tool by tool in turn: a cold run (empty cac
 - ``comment on top``: a comment line above the first line (every line below moves);
 - ``blank line inside``: an empty line in the middle of the file (what is below it moves);
 - ``comment at the end``: a comment line appended (nothing moves);
-- ``new statement``: ``_edit = 1`` appended (a change the summaries see);
+- ``new statement``: ``_edit = 1`` appended (a change the summaries see: a constant no other code names);
+- ``new function``: a function appended that calls a method (a change of the project's facts);
 - ``stdin, comment on top``: the file's text with a comment on top given on stdin (``--stdin-filename``),
   the file on disk as it was: an editor's unsaved buffer.
 
@@ -54,6 +55,7 @@ EDITS = {
     "blank line inside": lambda text: _middle(text),
     "comment at the end": lambda text: text + "# edited\n",
     "new statement": lambda text: text + "_edit = 1\n",
+    "new function": lambda text: text + "\n\ndef _edit_helper(x):\n    return x.sum()\n",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -22,7 +23,7 @@ from .noqa import without_suppressed
 from .options import Config
 from .project_roots import ProjectLocator, excluded_from_here, is_own_project, package_only
 from .sources import MAX_FILE_BYTES, read_source, text_reader
-from .summary_cache import CACHE_FORMAT, SummaryCache
+from .summary_cache import CACHE_FORMAT, SummaryCache, encode_json
 from .summary_jobs import ProjectFile, collect_summaries, content_key, text_key
 from .walk import discover, excluded_below
 from .warn import warn
@@ -152,9 +153,21 @@ def _digest(config: Config, entries: list[ProjectFile], max_bytes: int) -> str:
     return h.hexdigest()
 
 
-def _made_of(config: Config, entries: list[ProjectFile], max_bytes: int) -> dict:
-    """What a run's results were made of, file by file, for a later run to tell what changed since."""
-    return {"base": _digest(config, [], max_bytes), "files": [[e.path, e.module, e.key] for e in entries]}
+def _made_of(config: Config, entries: list[ProjectFile], max_bytes: int, words: list[str]) -> dict:
+    """What a run's results were made of, file by file, for a later run to tell what changed since
+    (``words``: the installed libraries' summaries' identifiers, ``library_words``)."""
+    return {"base": _digest(config, [], max_bytes), "files": [[e.path, e.module, e.key] for e in entries],
+            "library_words": words}
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def library_words(library: dict[str, dict]) -> list[str]:
+    """Each ASCII identifier in the JSON of the installed libraries' summaries: the names they may read."""
+    if not library:
+        return []
+    return sorted(set(_IDENTIFIER.findall(encode_json([library[path] for path in sorted(library)]))))
 
 
 # More changed files than this are analysed afresh: a commit's worth of edits rarely only moves code.
@@ -162,9 +175,11 @@ MOVED_FILES_MAX = 8
 
 
 def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Config, max_bytes: int,
-                   overrides: dict[str, str]) -> Optional[tuple[list[Finding], dict[str, FileError], tuple]]:
-    """The last run's (findings, errors, serving mode), carried to the new places where the files changed
-    since only moved code (``lints.shifts``); None where anything else changed."""
+                   overrides: dict[str, str]
+                   ) -> Optional[tuple[list[Finding], dict[str, FileError], tuple, list[str]]]:
+    """The last run's (findings, errors, serving mode, library words), carried to the new places where the
+    files changed since only moved code or bound unmentioned constants (``lints.shifts``); None where
+    anything else changed."""
     from .shifts import carried, line_shift
 
     last = cache.last_results()
@@ -192,9 +207,27 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
                                             prune=False)
     if fresh_errors:
         return None
+    words = made_of.get("library_words")
+    if not isinstance(words, list):
+        return None
+    known_words = set(words)
+    changed_paths = {entry.path for entry, _ in changed}
+    unchanged_rows: list[bool] = []  # whether every other file's row is its summary as analysed, once asked
+
+    def mentioned_elsewhere(name: str, path: str) -> bool:
+        """Whether a summary of the analysis, other than ``path``'s two, holds ``name``."""
+        if name in known_words or any(name in encode_json(summary) for other in sorted(changed_paths - {path})
+                                for summary in (old[other], fresh[other])):
+            return True
+        if not unchanged_rows:
+            unchanged_rows.append(all(cache.holds(e.path, e.key) for e in entries if e.path not in changed_paths))
+        found = cache.paths_mentioning(name) if unchanged_rows[0] else None
+        return found is None or any(e.path in found and e.path not in changed_paths for e in entries)
+
     shifts = {}
     for entry, _ in changed:
-        lines = line_shift(old[entry.path], fresh[entry.path])
+        lines = line_shift(old[entry.path], fresh[entry.path],
+                           lambda name, path=entry.path: mentioned_elsewhere(name, path))
         if lines is None:
             return None
         shifts[entry.path] = lines
@@ -204,7 +237,8 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
     moved = carried([finding_from_dict(f) for f in last["findings"]], serving.evidence, shifts)
     if moved is None:
         return None
-    return moved[0], {p: FileError(p, str(m)) for p, m in errors.items()}, serving._replace(evidence=moved[1])
+    return (moved[0], {p: FileError(p, str(m)) for p, m in errors.items()}, serving._replace(evidence=moved[1]),
+            [str(word) for word in words])
 
 
 def _summarise_and_analyse(entries: list[ProjectFile], config: Config, jobs: int, cache: Optional[SummaryCache],
@@ -215,7 +249,7 @@ def _summarise_and_analyse(entries: list[ProjectFile], config: Config, jobs: int
     library = _library_summaries(list(summaries.values()), config, jobs, max_bytes, use_cache)
     analysis = analyse({**summaries, **library} if library else summaries, config, jobs)
     try:
-        return summaries, summary_errors, analysis, run_rules(analysis, config)
+        return summaries, summary_errors, analysis, run_rules(analysis, config), library_words(library)
     finally:
         analysis.close()
 
@@ -346,28 +380,28 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         except Exception:  # a result of any other shape (the checkout's to plant) is a miss
             moved = None
         if moved is not None:
-            all_findings, summary_errors, serving = moved
+            all_findings, summary_errors, serving, words = moved
             cached = {"carried": True}  # not analysed: as a hit
             cache.save()
             if keep_results:
                 cache.save_results(digest, all_findings, summary_errors, serving,
-                                   _made_of(config, entries, max_bytes))
+                                   _made_of(config, entries, max_bytes, words))
     if cached is None:
         with collector_paused():
             try:
-                summaries, summary_errors, analysis, all_findings = _summarise_and_analyse(
+                summaries, summary_errors, analysis, all_findings, words = _summarise_and_analyse(
                     entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
             except (KeyError, TypeError, AttributeError, IndexError, ValueError):
                 if cache is None or not cache.reused:
                     raise  # from fresh summaries only: a bug of ours
                 # a cached summary garbled deeper than `SummaryCache.get` checks: once more, all afresh
                 cache.forget()
-                summaries, summary_errors, analysis, all_findings = _summarise_and_analyse(
+                summaries, summary_errors, analysis, all_findings, words = _summarise_and_analyse(
                     entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
         serving = analysis.serving
         if keep_results:
             cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving,
-                               _made_of(config, entries, max_bytes))
+                               _made_of(config, entries, max_bytes, words))
     # the project's paths are spelt from its root; report them as the user spelt the request
     wanted = {os.path.abspath(p): p for p in requested}
     findings = [dataclasses.replace(f, path=wanted[os.path.abspath(f.path)]) for f in all_findings

@@ -7,6 +7,13 @@ is the same but for line numbers that keep their order and columns that stay as 
 comment, a blank line, a docstring, code the summaries do not record) therefore leaves every
 finding as it was, at the moved lines: the findings of the last run are carried over instead of
 analysing the project again (the "early cutoff" of incremental build systems).
+
+So does an edit that also binds, or stops binding, a module-level name whose value the summary does not
+record (a constant: the module scope's "locals" holds its name alone) where no summary of the analysis
+mentions that name in any other place: nothing can resolve to it, so no fact changes (the name-level
+dependencies of an incremental build, with "mentions" as the dependency). The analysis reads what it knows
+of module-level bindings by name only; ``tests/test_shifts.py`` runs the fresh analysis beside each such
+carry.
 """
 from __future__ import annotations
 
@@ -84,9 +91,16 @@ def shape_and_places(summary: dict) -> Optional[tuple[str, list[tuple[int, int]]
         return None
 
 
-def line_shift(old: dict, new: dict) -> Optional[dict[int, int]]:
+def line_shift(old: dict, new: dict, mentioned_elsewhere: Callable[[str], bool] = lambda name: True
+               ) -> Optional[dict[int, int]]:
     """old line -> new line, where ``new`` is ``old`` moved: the same shape, each line moved to one
-    line, their order kept and every column as it was; None otherwise."""
+    line, their order kept and every column as it was, but for module-level constants bound in only
+    one of them whose name neither mentions elsewhere and ``mentioned_elsewhere`` (the other summaries
+    of the analysis) does not know; None otherwise."""
+    unbound = _without_unmentioned_constants(old, new, mentioned_elsewhere)
+    if unbound is None:
+        return None
+    old, new = unbound
     before, after = shape_and_places(old), shape_and_places(new)
     if before is None or after is None or before[0] != after[0]:
         return None
@@ -104,6 +118,34 @@ def line_shift(old: dict, new: dict) -> Optional[dict[int, int]]:
         if [renamed[q] for q in sorted(renamed)] != sorted(new[field]):
             return None
     return lines
+
+
+def _without_unmentioned_constants(old: dict, new: dict, mentioned_elsewhere: Callable[[str], bool]
+                                    ) -> Optional[tuple[dict, dict]]:
+    """``old`` and ``new`` without the module-level names in the "locals" of only one of them, where
+    no other place of either summary and no other summary mentions them; None where one is mentioned.
+    A mention is the name anywhere in a summary's JSON (a path, a dotted name, a string: more than a
+    read, never less); the name is an ASCII identifier, which JSON writes as it is."""
+    scopes = [summary["functions"].get(MODULE_SCOPE) for summary in (old, new)]
+    if any(scope is None or not isinstance(scope.get("locals"), list) for scope in scopes):
+        return None
+    names = set(scopes[0]["locals"]) ^ set(scopes[1]["locals"])
+    if not names:
+        return old, new
+    if not all(isinstance(name, str) and name.isascii() and name.isidentifier() for name in names):
+        return None
+    unbound = []
+    for summary, scope in zip((old, new), scopes):
+        locals_kept = [name for name in scope["locals"] if name not in names]
+        unbound.append({**summary, "functions": {**summary["functions"],
+                                                 MODULE_SCOPE: {**scope, "locals": locals_kept}}})
+    try:
+        texts = [encode_json(summary) for summary in unbound]
+    except (ValueError, RecursionError):
+        return None
+    if any(name in text for name in names for text in texts) or any(map(mentioned_elsewhere, sorted(names))):
+        return None
+    return unbound[0], unbound[1]
 
 
 class _Unmoved(Exception):

@@ -208,3 +208,47 @@ def test_the_language_server_collects_once_after_a_cold_run(tmp_path, monkeypatc
     assert first.cold and collected == [()]
     again = server_workspace.analyse_workspace([str(root)], {}, args, caches, 1)
     assert not again.cold and collected == [()] and gc.isenabled()
+
+
+def test_a_constant_bound_or_unbound_where_nothing_mentions_its_name_moves_nothing():
+    old = _summary(RICH)
+    appended = _summary(RICH + "_edit = 1\n")
+    assert line_shift(old, appended, lambda name: False) == {line: line for line in line_shift(old, _summary(RICH))}
+    assert line_shift(appended, old, lambda name: False) is not None  # and taken away again
+    assert line_shift(old, appended, lambda name: name == "_edit") is None  # another summary mentions it
+    assert line_shift(old, appended) is None  # not known to be unmentioned
+    # a name the module itself reads, imports or defines otherwise is mentioned by its own summary
+    reads_limit = RICH.replace("n=3", "n=LIMIT")
+    for before, after in ((RICH, RICH + "torch = 1\n"), (RICH, RICH + "deco = 1\n"),
+                          (reads_limit, reads_limit + "LIMIT = 3\n")):
+        assert line_shift(_summary(before), _summary(after), lambda name: False) is None
+    # a value the summary records (a call, a tuple) is no constant it drops
+    assert line_shift(old, _summary(RICH + "_edit = torch.zeros(2)\n"), lambda name: False) is None
+
+
+def test_an_unmentioned_constant_appended_carries_the_findings_a_fresh_analysis_gives(tmp_path, monkeypatch):
+    from lints import engine
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    cold = _lint(root)
+    workspace, runner = root / "engine" / "workspace.py", root / "engine" / "runner.py"
+    workspace.write_text("# moved\n" + workspace.read_text() + "_edit = 1\n")
+    carried_run = _lint(root)
+    assert carried_run.analysis is None and _everything(carried_run) == _everything(_lint(root, use_cache=False))
+    assert _everything(carried_run) != _everything(cold)  # moved a line down
+    # a name another module reads (a `from ... import`), or that rebinds one the module imports, is analysed
+    (root / "engine" / "main.py").write_text("from engine.workspace import LIMIT\n" + (root / "engine" / "main.py")
+                                             .read_text())
+    _lint(root)
+    for edited, line in ((workspace, "LIMIT = 4\n"), (runner, "Workspace = 1\n")):
+        edited.write_text(edited.read_text() + line)
+        run = _lint(root)
+        assert run.analysis is not None and _everything(run) == _everything(_lint(root, use_cache=False))
+    # a name an installed library's summary holds may be one it reads
+    monkeypatch.setattr(engine, "library_words", lambda library: ["_library_read"])
+    runner.write_text(runner.read_text().replace("Workspace = 1\n", ""))
+    assert _lint(root).analysis is not None  # a name its own imports mention: analysed, the words saved
+    workspace.write_text(workspace.read_text() + "_library_read = 1\n")
+    assert _lint(root).analysis is not None
+    workspace.write_text(workspace.read_text() + "_nobody_reads = 1\n")
+    assert _lint(root).analysis is None
