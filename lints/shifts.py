@@ -124,16 +124,17 @@ def _without_unmentioned_constants(old: dict, new: dict, mentioned_elsewhere: Ca
                                     ) -> Optional[tuple[dict, dict]]:
     """``old`` and ``new`` without the module-level names in the "locals" of only one of them, where
     no other place of either summary and no other summary mentions them; None where one is mentioned.
-    A mention is the name anywhere in a summary's JSON (a path, a dotted name, a string: more than a
-    read, never less); the name is an ASCII identifier, which JSON writes as it is."""
+    A mention is the name as a word anywhere in a summary's JSON (a part of a path, of a dotted name, of
+    a string: more than a read, never less); the name is an ASCII identifier, which JSON writes as it is."""
     scopes = [summary["functions"].get(MODULE_SCOPE) for summary in (old, new)]
     if any(scope is None or not isinstance(scope.get("locals"), list) for scope in scopes):
         return None
     names = set(scopes[0]["locals"]) ^ set(scopes[1]["locals"])
     if not names:
         return old, new
-    if not all(isinstance(name, str) and name.isascii() and name.isidentifier() for name in names):
-        return None
+    if not all(isinstance(name, str) and name.isascii() and name.isidentifier()
+               and not (name.startswith("__") and name.endswith("__")) for name in names):
+        return None  # a dunder (``__all__``, ``__getattr__``) is a name the analysis may ask for itself
     unbound = []
     for summary, scope in zip((old, new), scopes):
         locals_kept = [name for name in scope["locals"] if name not in names]
@@ -143,9 +144,15 @@ def _without_unmentioned_constants(old: dict, new: dict, mentioned_elsewhere: Ca
         texts = [encode_json(summary) for summary in unbound]
     except (ValueError, RecursionError):
         return None
-    if any(name in text for name in names for text in texts) or any(map(mentioned_elsewhere, sorted(names))):
+    if any(mentions(text, name) for name in names for text in texts) or any(map(mentioned_elsewhere, sorted(names))):
         return None
     return unbound[0], unbound[1]
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether the JSON ``text`` holds the identifier ``name`` as a word: not inside a longer one
+    (``_edit`` is not in ``post_edit_steps``), but after an escape (``\\n_edit``)."""
+    return re.search(r"(?:(?<![A-Za-z0-9_])|(?<=\\[nrtbf]))" + re.escape(name) + r"(?![A-Za-z0-9_])", text) is not None
 
 
 class _Unmoved(Exception):

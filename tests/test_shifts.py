@@ -222,14 +222,23 @@ def test_a_constant_bound_or_unbound_where_nothing_mentions_its_name_moves_nothi
     for before, after in ((RICH, RICH + "torch = 1\n"), (RICH, RICH + "deco = 1\n"),
                           (reads_limit, reads_limit + "LIMIT = 3\n")):
         assert line_shift(_summary(before), _summary(after), lambda name: False) is None
+    assert line_shift(old, _summary(RICH + "__version__ = '1'\n"), lambda name: False) is None  # a dunder
     # a value the summary records (a call, a tuple) is no constant it drops
     assert line_shift(old, _summary(RICH + "_edit = torch.zeros(2)\n"), lambda name: False) is None
+
+
+def test_a_mention_is_a_whole_word_of_the_json():
+    from lints.shifts import mentions
+
+    assert [mentions(text, "_edit") for text in ('["n","m._edit"]', '"_edit"', '"a\\n_edit"')] == [True] * 3
+    assert [mentions(text, "_edit") for text in ('"post_edit_steps"', '"_edit2"', '"\\u00e9_edit"')] == [False] * 3
 
 
 def test_an_unmentioned_constant_appended_carries_the_findings_a_fresh_analysis_gives(tmp_path, monkeypatch):
     from lints import engine
 
-    root = write_package(tmp_path / "repo", REVERSE)
+    # a longer name holding the word is no mention of it
+    root = write_package(tmp_path / "repo", {**REVERSE, "engine/steps.py": "post_edit_steps = getattr(3, 'x_edit')\n"})
     cold = _lint(root)
     workspace, runner = root / "engine" / "workspace.py", root / "engine" / "runner.py"
     workspace.write_text("# moved\n" + workspace.read_text() + "_edit = 1\n")
