@@ -23,7 +23,7 @@ from .noqa import without_suppressed
 from .options import Config
 from .project_roots import ProjectLocator, excluded_from_here, is_own_project, package_only
 from .sources import MAX_FILE_BYTES, read_source, text_reader
-from .summary_cache import CACHE_FORMAT, SummaryCache, encode_json
+from .summary_cache import CACHE_FORMAT, SummaryCache, decoded_json, encode_json
 from .summary_jobs import ProjectFile, collect_summaries, content_key, text_key
 from .walk import discover, excluded_below
 from .warn import warn
@@ -180,7 +180,7 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
     """The last run's (findings, errors, serving mode, library words), carried to the new places where the
     files changed since only moved code or bound unmentioned constants (``lints.shifts``); None where
     anything else changed."""
-    from .shifts import carried, line_shift, mentions
+    from .shifts import carried, line_shift, mentions, read_elsewhere
 
     last = cache.last_results()
     made_of = last.get("made_of") if last is not None else None
@@ -217,14 +217,14 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
 
     def mentioned_elsewhere(name: str, path: str) -> bool:
         """Whether a summary of the analysis, other than ``path``'s two, holds ``name``."""
-        if name in known_words or any(mentions(encode_json(summary), name) for other in sorted(changed_paths - {path})
+        if name in known_words or any(read_elsewhere(summary, name) for other in sorted(changed_paths - {path})
                                       for summary in (old[other], fresh[other])):
             return True
         if not unchanged_rows:
             unchanged_rows.append(all(cache.holds(e.path, e.key) for e in entries if e.path not in changed_paths))
         rows = cache.rows_holding(name) if unchanged_rows[0] else None
         return rows is None or any(row_path in project_paths and row_path not in changed_paths and mentions(text, name)
-                                   for row_path, text in rows)
+                                   and read_elsewhere(decoded_json(text), name) for row_path, text in rows)
 
     shifts = {}
     for entry, _ in changed:

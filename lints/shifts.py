@@ -127,7 +127,7 @@ def _without_unmentioned_constants(old: dict, new: dict, mentioned_elsewhere: Ca
     A mention is the name as a word anywhere in a summary's JSON (a part of a path, of a dotted name, of
     a string: more than a read, never less); the name is an ASCII identifier, which JSON writes as it is."""
     scopes = [summary["functions"].get(MODULE_SCOPE) for summary in (old, new)]
-    if any(scope is None or not isinstance(scope.get("locals"), list) for scope in scopes):
+    if any(not isinstance(scope, dict) or not isinstance(scope.get("locals"), list) for scope in scopes):
         return None
     names = set(scopes[0]["locals"]) ^ set(scopes[1]["locals"])
     if not names:
@@ -135,18 +135,36 @@ def _without_unmentioned_constants(old: dict, new: dict, mentioned_elsewhere: Ca
     if not all(isinstance(name, str) and name.isascii() and name.isidentifier()
                and not (name.startswith("__") and name.endswith("__")) for name in names):
         return None  # a dunder (``__all__``, ``__getattr__``) is a name the analysis may ask for itself
-    unbound = []
-    for summary, scope in zip((old, new), scopes):
-        locals_kept = [name for name in scope["locals"] if name not in names]
-        unbound.append({**summary, "functions": {**summary["functions"],
-                                                 MODULE_SCOPE: {**scope, "locals": locals_kept}}})
-    try:
-        texts = [encode_json(summary) for summary in unbound]
-    except (ValueError, RecursionError):
+    unbound = [_unbound(summary, names) for summary in (old, new)]
+    if any(summary is None or _mentions(summary, names) for summary in unbound):
         return None
-    if any(mentions(text, name) for name in names for text in texts) or any(map(mentioned_elsewhere, sorted(names))):
+    if any(map(mentioned_elsewhere, sorted(names))):
         return None
     return unbound[0], unbound[1]
+
+
+def _unbound(summary: dict, names: set[str]) -> Optional[dict]:
+    """``summary`` without ``names`` in its module scope's "locals"; None for a summary without that scope."""
+    scope = summary.get("functions", {}).get(MODULE_SCOPE)
+    if not isinstance(scope, dict) or not isinstance(scope.get("locals"), list):
+        return None
+    kept = [name for name in scope["locals"] if name not in names]
+    return {**summary, "functions": {**summary["functions"], MODULE_SCOPE: {**scope, "locals": kept}}}
+
+
+def _mentions(summary: dict, names: set[str]) -> bool:
+    try:
+        text = encode_json(summary)
+    except (ValueError, RecursionError):
+        return True
+    return any(mentions(text, name) for name in names)
+
+
+def read_elsewhere(summary, name: str) -> bool:
+    """Whether ``summary`` (another module's) mentions ``name`` otherwise than by binding it as a
+    module-level constant of its own, which no other module's binding changes."""
+    unbound = _unbound(summary, {name}) if isinstance(summary, dict) else None
+    return unbound is None or _mentions(unbound, {name})
 
 
 def mentions(text: str, name: str) -> bool:

@@ -238,13 +238,18 @@ def test_an_unmentioned_constant_appended_carries_the_findings_a_fresh_analysis_
     from lints import engine
 
     # a longer name holding the word is no mention of it
-    root = write_package(tmp_path / "repo", {**REVERSE, "engine/steps.py": "post_edit_steps = getattr(3, 'x_edit')\n"})
+    # (and another module's constant of the same name is a binding, not a read)
+    root = write_package(tmp_path / "repo", {**REVERSE, "engine/steps.py": "post_edit_steps = getattr(3, 'x_edit')\n"
+                                                                           "_edit = 0\n"})
     cold = _lint(root)
     workspace, runner = root / "engine" / "workspace.py", root / "engine" / "runner.py"
     workspace.write_text("# moved\n" + workspace.read_text() + "_edit = 1\n")
     carried_run = _lint(root)
     assert carried_run.analysis is None and _everything(carried_run) == _everything(_lint(root, use_cache=False))
     assert _everything(carried_run) != _everything(cold)  # moved a line down
+    for edited in (workspace, runner):  # two files binding the same new name (a commit's edits)
+        edited.write_text(edited.read_text() + "_both = 1\n")
+    assert _lint(root).analysis is None
     # a name another module reads (a `from ... import`), or that rebinds one the module imports, is analysed
     (root / "engine" / "main.py").write_text("from engine.workspace import LIMIT\n" + (root / "engine" / "main.py")
                                              .read_text())
