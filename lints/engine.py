@@ -180,7 +180,7 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
     """The last run's (findings, errors, serving mode, library words), carried to the new places where the
     files changed since only moved code or bound unmentioned constants (``lints.shifts``); None where
     anything else changed."""
-    from .shifts import carried, line_shift, mentions, read_elsewhere
+    from .shifts import carried, line_shift, mentions, read_elsewhere, rebound_constants
 
     last = cache.last_results()
     made_of = last.get("made_of") if last is not None else None
@@ -212,19 +212,22 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
         return None
     known_words = set(words)
     changed_paths = {entry.path for entry, _ in changed}
-    project_paths = {entry.path for entry in entries}
-    unchanged_rows: list[bool] = []  # whether every other file's row is its summary as analysed, once asked
+    names = sorted(set().union(*(rebound_constants(old[p], fresh[p]) for p in sorted(changed_paths))))
+    rows: Optional[list[tuple[str, str]]] = []
+    if names:  # the other files' rows holding any of them, in one pass (where each row is its file as analysed)
+        project_paths = {entry.path for entry in entries}
+        unchanged = all(cache.holds(e.path, e.key) for e in entries if e.path not in changed_paths)
+        rows = cache.rows_holding(names) if unchanged else None
+        rows = None if rows is None else [(path, text) for path, text in rows
+                                          if path in project_paths and path not in changed_paths]
 
     def mentioned_elsewhere(name: str, path: str) -> bool:
         """Whether a summary of the analysis, other than ``path``'s two, holds ``name``."""
         if name in known_words or any(read_elsewhere(summary, name) for other in sorted(changed_paths - {path})
                                       for summary in (old[other], fresh[other])):
             return True
-        if not unchanged_rows:
-            unchanged_rows.append(all(cache.holds(e.path, e.key) for e in entries if e.path not in changed_paths))
-        rows = cache.rows_holding(name) if unchanged_rows[0] else None
-        return rows is None or any(row_path in project_paths and row_path not in changed_paths and mentions(text, name)
-                                   and read_elsewhere(decoded_json(text), name) for row_path, text in rows)
+        return rows is None or any(mentions(text, name) and read_elsewhere(decoded_json(text), name)
+                                   for _, text in rows)
 
     shifts = {}
     for entry, _ in changed:

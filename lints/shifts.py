@@ -126,10 +126,7 @@ def _without_unmentioned_constants(old: dict, new: dict, mentioned_elsewhere: Ca
     no other place of either summary and no other summary mentions them; None where one is mentioned.
     A mention is the name as a word anywhere in a summary's JSON (a part of a path, of a dotted name, of
     a string: more than a read, never less); the name is an ASCII identifier, which JSON writes as it is."""
-    scopes = [summary["functions"].get(MODULE_SCOPE) for summary in (old, new)]
-    if any(not isinstance(scope, dict) or not isinstance(scope.get("locals"), list) for scope in scopes):
-        return None
-    names = set(scopes[0]["locals"]) ^ set(scopes[1]["locals"])
+    names = rebound_constants(old, new)
     if not names:
         return old, new
     if not all(isinstance(name, str) and name.isascii() and name.isidentifier()
@@ -141,6 +138,14 @@ def _without_unmentioned_constants(old: dict, new: dict, mentioned_elsewhere: Ca
     if any(map(mentioned_elsewhere, sorted(names))):
         return None
     return unbound[0], unbound[1]
+
+
+def rebound_constants(old: dict, new: dict) -> set[str]:
+    """The names in the module scope's "locals" of only one of ``old`` and ``new``."""
+    scopes = [summary["functions"].get(MODULE_SCOPE) for summary in (old, new)]
+    if any(not isinstance(scope, dict) or not isinstance(scope.get("locals"), list) for scope in scopes):
+        return set()
+    return set(scopes[0]["locals"]) ^ set(scopes[1]["locals"])
 
 
 def _unbound(summary: dict, names: set[str]) -> Optional[dict]:
