@@ -46,7 +46,9 @@ class GradModeChecker:
     explicit_config: ClassVar[Optional[str]] = None
     enabled: ClassVar[bool] = True  # False where flake8's --select names no GM code
     _by_root: ClassVar[dict[str, dict[str, list]]] = {}
-    _prefetching: ClassVar[dict[str, str]] = {}  # project root -> the lock its background analysis holds
+    # project key -> (the lock its background analysis holds, the file it writes its findings to, the
+    # token that file must hold: written by this run's analysis, not an earlier one's, nor the checkout's)
+    _prefetching: ClassVar[dict[str, tuple[str, str, str]]] = {}
     _named: ClassVar[list[str]] = []  # the paths flake8 was given
     _groups: ClassVar[Optional[list[list[str]]]] = None  # ``_named`` by project, once needed
     _loose_folders: ClassVar[Optional[list[str]]] = None  # the folders named outside any project, once needed
@@ -134,6 +136,7 @@ class GradModeChecker:
         import dataclasses
         import hashlib
         import json
+        import secrets
         import subprocess
         import sys
 
@@ -158,15 +161,17 @@ class GradModeChecker:
                 # one lock per analysis (a root analysed under two configs has two), the same in every run
                 digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
                 lock = str(folder / f"flake8-prefetch-{digest}.lock")
+                results = str(folder / f"flake8-prefetch-{digest}.json")
                 fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
             except (ConfigError, OSError):
                 continue  # the worker reports it, or analyses on its own
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another flake8 on this project: not twice
+                token = secrets.token_hex(16)
                 subprocess.Popen([sys.executable, "-m", "lints.flake8_plugin", root,
-                                  json.dumps(dataclasses.asdict(config))], pass_fds=(fd,),
+                                  json.dumps(dataclasses.asdict(config)), results, token], pass_fds=(fd,),
                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                cls._prefetching[key] = lock  # the child holds the lock until it exits
+                cls._prefetching[key] = (lock, results, token)  # the child holds the lock until it exits
             except OSError:
                 pass
             finally:
@@ -276,22 +281,24 @@ class GradModeChecker:
         key, root, config_start, marked = cls._analysis_of(filename)
         if not key:
             return {}
-        found = cls._by_root.get(key)
+        found: Optional[dict[str, list]] = cls._by_root.get(key)
         if found is None:
             try:
                 config = cls.config_for(config_start)
             except ConfigError as exc:  # every file of the project says so, not only the first
                 cls._by_root[key] = found = _ConfigTrouble(config_start, exc)
                 return found
-            if key in cls._prefetching:
-                cls._wait_for_prefetch(cls._prefetching[key])  # then the result is in the cache
             paths = [root, *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
-            run = lint_project(paths, config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False)
-            found = {}
-            for finding in run.findings:
-                found.setdefault(os.path.abspath(finding.path), []).append(finding)
-            for error in run.errors:
-                found.setdefault(os.path.abspath(error.path), []).append(error)
+            if key in cls._prefetching:
+                lock, results, token = cls._prefetching[key]
+                cls._wait_for_prefetch(lock)  # then the result is in the cache, and in ``results``
+                if paths == [root]:  # what the background analysis linted
+                    found = _prefetched(results, token)
+            if found is None:
+                run = lint_project(paths, config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False)
+                found = {}
+                for item in [*run.findings, *run.errors]:
+                    found.setdefault(os.path.abspath(item.path), []).append(item)
             cls._by_root[key] = found
         return found
 
@@ -366,21 +373,67 @@ class GradModeChecker:
                 yield 1, 0, f"GM001 gradmode-lint could not analyze this file: {item.message}", type(self)
 
 
-def _prefetch_main(root: str, config_json: str) -> int:
-    """The background analysis of one project: fills the cache the workers then read."""
+# The largest prefetched result read back: a project's findings (sglang's are tens of KB).
+_MAX_PREFETCHED_BYTES = 64 << 20
+
+
+def _prefetch_main(root: str, config_json: str, results: str, token: str) -> int:
+    """The background analysis of one project: fills the cache, and writes its findings with ``token``
+    to ``results`` for the workers (a worker then need not walk the project again to find them)."""
     import json
 
+    import tempfile
+
     from .engine import lint_project
+    from .summary_cache import encode_json
     from .workers import default_jobs
 
     data = json.loads(config_json)
     data["per_file_ignores"] = tuple((glob, tuple(codes)) for glob, codes in data.get("per_file_ignores", ()))
     config = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-    lint_project([root], config, jobs=default_jobs(), cache_dir=default_cache_dir(), apply_noqa=False)
+    run = lint_project([root], config, jobs=default_jobs(), cache_dir=default_cache_dir(), apply_noqa=False)
+    text = encode_json({"token": token, "findings": [[os.path.abspath(f.path), f.to_dict()] for f in run.findings],
+                        "errors": [[os.path.abspath(e.path), e.message] for e in run.errors]})
+    # a new file renamed over the name, whatever is there (a link the checkout planted is replaced, not followed)
+    fd, temporary = tempfile.mkstemp(dir=os.path.dirname(results), prefix=".tmp-prefetch-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, results)
+    except BaseException:
+        os.unlink(temporary)
+        raise
     return 0
+
+
+def _prefetched(results: str, token: str) -> Optional[dict[str, list]]:
+    """absolute path -> findings and errors, as this run's background analysis wrote them; None for a
+    file of another run, or of anyone else (the checkout's to plant: JSON, never more than read)."""
+    import json
+    import stat
+
+    from .model import finding_from_dict
+
+    try:
+        fd = os.open(results, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_PREFETCHED_BYTES:
+                return None
+            data = json.loads(handle.read())
+        if not isinstance(data, dict) or data.get("token") != token:
+            return None
+        found: dict[str, list] = {}
+        for path, finding in data["findings"]:
+            found.setdefault(str(path), []).append(finding_from_dict(finding))
+        for path, message in data["errors"]:
+            found.setdefault(str(path), []).append(FileError(str(path), str(message)))
+        return found
+    except Exception:  # unreadable, or of any other shape: the worker reads the cache itself
+        return None
 
 
 if __name__ == "__main__":
     import sys
 
-    sys.exit(_prefetch_main(sys.argv[1], sys.argv[2]))
+    sys.exit(_prefetch_main(*sys.argv[1:5]))

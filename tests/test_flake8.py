@@ -2,6 +2,7 @@
 pyproject config."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -92,8 +93,38 @@ def test_plugin_reports_same_as_cli_on_a_multi_module_package(tmp_path):
     assert keys(parallel.stdout) == expected
     # with workers, one background analysis filled the cache (the workers waited on its lock)
     assert len(list(cache.glob("*/flake8-prefetch-*.lock"))) == 1 and len(list(cache.glob("*/cache.sqlite3"))) == 1
+    # and wrote its findings for the workers, with this run's token
+    (written,) = cache.glob("*/flake8-prefetch-*.json")
+    assert {os.path.relpath(path, tmp_path) for path, _ in json.loads(written.read_text())["findings"]} == \
+        {path for path, *_ in expected}
     again = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert keys(again.stdout) == expected
+
+
+def test_a_workers_prefetched_findings_are_this_runs_or_none(tmp_path):
+    from lints.flake8_plugin import _prefetch_main, _prefetched
+
+    write_package(tmp_path, PACKAGE)
+    victim, results = tmp_path / "victim.txt", tmp_path / "found.json"
+    victim.write_text("kept\n")
+    results.symlink_to(victim)  # planted where the analysis writes: replaced, not written through
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert _prefetch_main("pkg", json.dumps({}), str(results), "t" * 32) == 0
+    finally:
+        os.chdir(cwd)
+    assert victim.read_text() == "kept\n" and not results.is_symlink()
+    found = _prefetched(str(results), "t" * 32)
+    assert {os.path.relpath(p, tmp_path) for p in found} >= {"pkg/kernels.py"}
+    assert all(hasattr(item, "code") for items in found.values() for item in items)
+    assert _prefetched(str(results), "u" * 32) is None  # another run's
+    for planted in ("[]", "{", '{"token": "%s", "findings": 3, "errors": []}' % ("t" * 32)):
+        results.write_text(planted)
+        assert _prefetched(str(results), "t" * 32) is None
+    results.unlink()
+    results.symlink_to(victim)
+    assert _prefetched(str(results), "t" * 32) is None  # through a link: not read
 
 
 def test_the_prefetch_lock_in_a_cache_folder_inside_a_repository_is_ignored_by_git(tmp_path):
