@@ -221,10 +221,16 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
         rows = None if rows is None else [(path, text) for path, text in rows
                                           if path in project_paths and path not in changed_paths]
 
+    reads: dict[tuple[str, str], bool] = {}  # (changed path, name) -> whether either summary of it reads the name
+
+    def read_in(path: str, name: str) -> bool:
+        if (path, name) not in reads:
+            reads[path, name] = read_elsewhere(old[path], name) or read_elsewhere(fresh[path], name)
+        return reads[path, name]
+
     def mentioned_elsewhere(name: str, path: str) -> bool:
         """Whether a summary of the analysis, other than ``path``'s two, holds ``name``."""
-        if name in known_words or any(read_elsewhere(summary, name) for other in sorted(changed_paths - {path})
-                                      for summary in (old[other], fresh[other])):
+        if name in known_words or any(read_in(other, name) for other in sorted(changed_paths - {path})):
             return True
         return rows is None or any(mentions(text, name) and read_elsewhere(decoded_json(text), name)
                                    for _, text in rows)
