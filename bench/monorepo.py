@@ -55,6 +55,7 @@ project = Project(summaries.values()); mark("index")
 graph = CallGraph(project); graph.build(); mark("call graph")
 analysis = ProjectAnalysis.__new__(ProjectAnalysis)
 analysis.project, analysis.config, analysis.graph, analysis._buffers_child = project, config, graph, None
+analysis.buffer_holders = engine.HOLDER_RULE in config.extend_select  # as ``engine.analyse``: GM201 off by default
 analysis.regions = Regions(project, graph)
 analysis.phases = Phases(project, graph, analysis.regions, config); mark("phases")
 mode, evidence = analysis._infer_serving_mode()
@@ -108,13 +109,13 @@ def main() -> int:
         with open(whole / EDITED, "a", encoding="utf-8") as handle:
             handle.write("_edit = 1\n")
         edited, peak_after = _timed(command, whole, env)
+        lines = (_lines(alone), _lines(whole))
+        print(f"project: {' + '.join(args.trees)}: {lines[1]:,} lines ({lines[1] / lines[0]:.2f}x {args.trees[0]})")
+        print(f"cold: {cold:.1f} s, peak {peak:.0f} MiB (largest process)")
+        print(f"after `_edit = 1` in {EDITED}: {edited:.1f} s ({edited / cold:.0%} of cold)", flush=True)
         _timed([sys.executable, "-m", "lints", packages[0], "-q", "--no-libraries"], alone, env)  # its cache
         small = _parts(alone / ".gradmode_cache" / "cache.sqlite3", env)
         large = _parts(whole / ".gradmode_cache" / "cache.sqlite3", env)
-        lines = (_lines(alone), _lines(whole))
-    print(f"project: {' + '.join(args.trees)}: {lines[1]:,} lines ({lines[1] / lines[0]:.2f}x {args.trees[0]})")
-    print(f"cold: {cold:.1f} s, peak {peak:.0f} MiB (largest process)")
-    print(f"after `_edit = 1` in {EDITED}: {edited:.1f} s ({edited / cold:.0%} of cold)")
     print(f"| part | {args.trees[0]} s | whole s | growth |")
     print("| --- | --- | --- | --- |")
     for name in small:

@@ -216,7 +216,9 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
     rows: Optional[list[tuple[str, str]]] = []
     if names:  # the other files' rows holding any of them, in one pass (where each row is its file as analysed)
         project_paths = {entry.path for entry in entries}
-        unchanged = all(cache.holds(e.path, e.key) for e in entries if e.path not in changed_paths)
+        # (a file that could not be summarised has no row, and was in no analysis)
+        unchanged = all(cache.holds(e.path, e.key) for e in entries if e.path not in changed_paths
+                        and e.path not in errors)
         rows = cache.rows_holding(names) if unchanged else None
         rows = None if rows is None else [(path, text) for path, text in rows
                                           if path in project_paths and path not in changed_paths]
