@@ -201,17 +201,34 @@ class SummaryCache:
         return None
 
     def holds(self, path: str, key: str) -> bool:
-        """Whether the file's row is the summary of the content ``key``."""
+        """Whether the file's row (in memory: its entry) is the summary of the content ``key``."""
+        if self.folder is None:
+            entry = self._entries.get(path)
+            return entry is not None and entry[0] == key
         self._connection()
         return self._stored.get(path) == key
 
     def rows_holding(self, texts: list[str]) -> Optional[list[tuple[str, str]]]:
         """(path, summary JSON) of each row whose JSON holds one of ``texts`` (ASCII, without quotes or
         backslashes: JSON writes them as they are), found in one pass by SQLite without decoding the
-        others (0.15-0.2 s for sglang's 90 MB); None where the rows are not in a file, cannot be read, or
-        ``texts`` are too many for one query."""
+        others (0.15-0.2 s for sglang's 90 MB); None where the rows cannot be read, or ``texts`` are too
+        many for one query."""
+        if not texts or len(texts) > MAX_TEXTS_SOUGHT:
+            return None
+        if self.folder is None:  # in memory: each summary's JSON, encoded once (workers hand most over encoded)
+            rows = []
+            for path, (_, summary) in self._entries.items():
+                text = self._texts.get(path)
+                if text is None:
+                    try:
+                        text = self._texts[path] = encode_json(summary)
+                    except (ValueError, RecursionError):
+                        return None
+                if any(sought in text for sought in texts):
+                    rows.append((path, text))
+            return rows
         db = self._connection()
-        if db is None or self._rewrite or not texts or len(texts) > MAX_TEXTS_SOUGHT:
+        if db is None or self._rewrite:
             return None
         query = "SELECT path, summary FROM summaries WHERE " + " OR ".join(["instr(summary, ?) > 0"] * len(texts))
         try:

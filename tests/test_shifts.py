@@ -175,6 +175,13 @@ def test_the_language_servers_cache_carries_each_edit_from_the_one_before(tmp_pa
         assert run.analysis is None and _everything(run) == _everything(fresh)
         lines.append([f.line for f in run.findings if f.path == path])
     assert lines == [[8], [9], [10]]
+    # a constant no other module mentions, in the buffer: carried too
+    for line, carries in (("_edit = 1\n", True), ("Workspace = 1\n", False)):
+        text = saved + line
+        with chdir(root):
+            run = lint_project(["."], Config(), overrides={path: text}, summary_cache=cache)
+            fresh = lint_project(["."], Config(), overrides={path: text}, use_cache=False)
+        assert (run.analysis is None) is carries and _everything(run) == _everything(fresh)
     assert not (root / ".gradmode_cache").exists()  # the server's cache is memory only
 
 
