@@ -2,10 +2,12 @@
 
     python bench/server_latency.py                      # sglang 0.5.23 (fetched as bench/corpus.py does)
     python bench/server_latency.py --tree DIR --file DIR/pkg/model.py [--edits 20] [--debounce 0.05]
+    python bench/server_latency.py --edit constant      # each edit appends a new constant instead
 
 Starts ``python -m lints server`` on the tree (a pygls client over stdio, as an editor), opens one
 model file and waits for the first analysis to be published, then sends ``--edits`` one-line edits
-of that file (a comment line added at the top, one more each time, unsaved) and times each from the
+of that file (a comment line added at the top, one more each time, unsaved; with ``--edit constant``,
+``_edit_N = N`` appended instead: a change the summaries see) and times each from the
 ``didChange`` to the diagnostics of that file for that version. Prints the first analysis' time,
 the median and the max of the edits, and the server's own analysis times from its log. The time
 includes the server's debounce (``--debounce``, the server's default unless given).
@@ -27,7 +29,14 @@ DEFAULT_CORPUS = "sglang-0.5.23"
 DEFAULT_FILE = "srt/models/llama.py"  # under the package folder
 
 
-async def measure(tree: Path, path: Path, edits: int, debounce: float | None, timeout: float) -> int:
+EDITS = {
+    "comment": lambda text, n: f"# edit {n}\n" + text,
+    "constant": lambda text, n: text + f"_edit_{n} = {n}\n",
+}
+
+
+async def measure(tree: Path, path: Path, edits: int, debounce: float | None, timeout: float,
+                  edit: str = "comment") -> int:
     from lsprotocol import types as lsp
     from pygls.lsp.client import BaseLanguageClient
 
@@ -71,7 +80,7 @@ async def measure(tree: Path, path: Path, edits: int, debounce: float | None, ti
     print(f"first analysis published after {first:.1f} s (cold: every file summarised, in memory)", flush=True)
     times = []
     for n in range(1, edits + 1):
-        text = f"# edit {n}\n" + text
+        text = EDITS[edit](text, n)
         sent = time.perf_counter()
         client.text_document_did_change(lsp.DidChangeTextDocumentParams(
             text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=n + 1),
@@ -106,6 +115,7 @@ def main() -> int:
     parser.add_argument("--edits", type=int, default=20)
     parser.add_argument("--debounce", type=float, default=None, help="the server's --debounce (default: its own)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for one publication")
+    parser.add_argument("--edit", choices=sorted(EDITS), default="comment", help="what each edit does")
     args = parser.parse_args()
     if args.tree is None:
         from corpus import ensure, project_dir
@@ -116,7 +126,7 @@ def main() -> int:
     if args.file is None:
         parser.error("--file is needed with --tree")
     tree, path = args.tree.resolve(), args.file.resolve()
-    return asyncio.run(measure(tree, path, args.edits, args.debounce, args.timeout))
+    return asyncio.run(measure(tree, path, args.edits, args.debounce, args.timeout, args.edit))
 
 
 if __name__ == "__main__":
