@@ -55,7 +55,8 @@ project = Project(summaries.values()); mark("index")
 graph = CallGraph(project); graph.build(); mark("call graph")
 analysis = ProjectAnalysis.__new__(ProjectAnalysis)
 analysis.project, analysis.config, analysis.graph, analysis._buffers_child = project, config, graph, None
-analysis.buffer_holders = engine.HOLDER_RULE in config.extend_select  # as ``engine.analyse``: GM201 off by default
+from lints.rules import ALL_RULES
+analysis.buffer_holders = config.is_selected(engine.HOLDER_RULE, ALL_RULES[engine.HOLDER_RULE].DEFAULT_ENABLED)
 analysis.regions = Regions(project, graph)
 analysis.phases = Phases(project, graph, analysis.regions, config); mark("phases")
 mode, evidence = analysis._infer_serving_mode()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import re
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -160,14 +159,11 @@ def _made_of(config: Config, entries: list[ProjectFile], max_bytes: int, words: 
             "library_words": words}
 
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def library_words(library: dict[str, dict]) -> list[str]:
-    """Each ASCII identifier in the JSON of the installed libraries' summaries: the names they may read."""
-    if not library:
-        return []
-    return sorted(set(_IDENTIFIER.findall(encode_json([library[path] for path in sorted(library)]))))
+    """Each word of the installed libraries' summaries' JSON (``shifts.words_in``): the names they may read."""
+    from .shifts import words_in
+
+    return sorted(words_in(encode_json([library[path] for path in sorted(library)]))) if library else []
 
 
 # More changed files than this are analysed afresh: a commit's worth of edits rarely only moves code.
@@ -180,7 +176,7 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
     """The last run's (findings, errors, serving mode, library words), carried to the new places where the
     files changed since only moved code or bound unmentioned constants (``lints.shifts``); None where
     anything else changed."""
-    from .shifts import carried, line_shift, mentions, read_elsewhere, rebound_constants
+    from .shifts import carried, line_shift, read_elsewhere, rebound_constants
 
     last = cache.last_results()
     made_of = last.get("made_of") if last is not None else None
@@ -213,16 +209,15 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
     known_words = set(words)
     changed_paths = {entry.path for entry, _ in changed}
     names = sorted(set().union(*(rebound_constants(old[p], fresh[p]) for p in sorted(changed_paths))))
-    rows: Optional[list[tuple[str, str]]] = []
-    if names:  # the other files' rows holding any of them, in one pass (where each row is its file as analysed)
-        project_paths = {entry.path for entry in entries}
-        # (a file that could not be summarised has no row, and was in no analysis)
-        unchanged = all(cache.holds(e.path, e.key) for e in entries if e.path not in changed_paths
-                        and e.path not in errors)
-        rows = cache.rows_holding(names) if unchanged else None
-        rows = None if rows is None else [(path, text) for path, text in rows
-                                          if path in project_paths and path not in changed_paths]
-
+    others: Optional[list[dict]] = []  # the other files' summaries that may mention one of them
+    if names:  # from one snapshot of the rows, each of which must be its file's summary as analysed
+        rows = cache.rows_mentioning(names)
+        if rows is None or any(rows[0].get(e.path) != e.key for e in entries
+                               if e.path not in changed_paths and e.path not in errors):  # (no summary: no row)
+            others = None
+        else:
+            project_paths = {entry.path for entry in entries}
+            others = [decoded_json(text) for path, text in rows[1] if path in project_paths and path not in changed_paths]
     reads: dict[tuple[str, str], bool] = {}  # (changed path, name) -> whether either summary of it reads the name
 
     def read_in(path: str, name: str) -> bool:
@@ -234,8 +229,7 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
         """Whether a summary of the analysis, other than ``path``'s two, holds ``name``."""
         if name in known_words or any(read_in(other, name) for other in sorted(changed_paths - {path})):
             return True
-        return rows is None or any(mentions(text, name) and read_elsewhere(decoded_json(text), name)
-                                   for _, text in rows)
+        return others is None or any(read_elsewhere(summary, name) for summary in others)
 
     shifts = {}
     for entry, _ in changed:
@@ -262,7 +256,7 @@ def _summarise_and_analyse(entries: list[ProjectFile], config: Config, jobs: int
     library = _library_summaries(list(summaries.values()), config, jobs, max_bytes, use_cache)
     analysis = analyse({**summaries, **library} if library else summaries, config, jobs)
     try:
-        return summaries, summary_errors, analysis, run_rules(analysis, config), library_words(library)
+        return summaries, summary_errors, analysis, run_rules(analysis, config), library
     finally:
         analysis.close()
 
@@ -402,19 +396,19 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     if cached is None:
         with collector_paused():
             try:
-                summaries, summary_errors, analysis, all_findings, words = _summarise_and_analyse(
+                summaries, summary_errors, analysis, all_findings, library = _summarise_and_analyse(
                     entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
             except (KeyError, TypeError, AttributeError, IndexError, ValueError):
                 if cache is None or not cache.reused:
                     raise  # from fresh summaries only: a bug of ours
                 # a cached summary garbled deeper than `SummaryCache.get` checks: once more, all afresh
                 cache.forget()
-                summaries, summary_errors, analysis, all_findings, words = _summarise_and_analyse(
+                summaries, summary_errors, analysis, all_findings, library = _summarise_and_analyse(
                     entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
         serving = analysis.serving
         if keep_results:
             cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving,
-                               _made_of(config, entries, max_bytes, words))
+                               _made_of(config, entries, max_bytes, library_words(library)))
     # the project's paths are spelt from its root; report them as the user spelt the request
     wanted = {os.path.abspath(p): p for p in requested}
     findings = [dataclasses.replace(f, path=wanted[os.path.abspath(f.path)]) for f in all_findings

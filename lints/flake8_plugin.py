@@ -162,7 +162,7 @@ class GradModeChecker:
                 digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
                 lock = str(folder / f"flake8-prefetch-{digest}.lock")
                 results = str(folder / f"flake8-prefetch-{digest}.json")
-                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+                fd = _open_lock(lock, os.O_RDWR | os.O_CREAT)
             except (ConfigError, OSError):
                 continue  # the worker reports it, or analyses on its own
             try:
@@ -183,7 +183,7 @@ class GradModeChecker:
         import time
 
         try:
-            fd = os.open(lock, os.O_RDONLY)
+            fd = _open_lock(lock, os.O_RDONLY)
         except OSError:
             return
         try:
@@ -291,9 +291,12 @@ class GradModeChecker:
             paths = [root, *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
             if key in cls._prefetching:
                 lock, results, token = cls._prefetching[key]
-                cls._wait_for_prefetch(lock)  # then the result is in the cache, and in ``results``
-                if paths == [root]:  # what the background analysis linted
-                    found = _prefetched(results, token)
+                # what the background analysis linted; written last, so this run's token means it is done (the lock
+                # may be another flake8's by now)
+                found = _prefetched(results, token) if paths == [root] else None
+                if found is None:
+                    cls._wait_for_prefetch(lock)  # then the result is in the cache, and in ``results``
+                    found = _prefetched(results, token) if paths == [root] else None
             if found is None:
                 run = lint_project(paths, config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False)
                 found = {}
@@ -374,14 +377,24 @@ class GradModeChecker:
 
 
 # The largest prefetched result read back: a project's findings (sglang's are tens of KB).
-_MAX_PREFETCHED_BYTES = 64 << 20
+_MAX_PREFETCHED_BYTES = 16 << 20
+
+
+def _open_lock(path: str, flags: int) -> int:
+    """The lock file, never through a link (a checkout may ship its cache folder) nor blocking on a FIFO."""
+    import stat
+
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path}: not a regular file")
+    return fd
 
 
 def _prefetch_main(root: str, config_json: str, results: str, token: str) -> int:
     """The background analysis of one project: fills the cache, and writes its findings with ``token``
     to ``results`` for the workers (a worker then need not walk the project again to find them)."""
     import json
-
     import tempfile
 
     from .engine import lint_project
@@ -392,8 +405,9 @@ def _prefetch_main(root: str, config_json: str, results: str, token: str) -> int
     data["per_file_ignores"] = tuple((glob, tuple(codes)) for glob, codes in data.get("per_file_ignores", ()))
     config = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
     run = lint_project([root], config, jobs=default_jobs(), cache_dir=default_cache_dir(), apply_noqa=False)
-    text = encode_json({"token": token, "findings": [[os.path.abspath(f.path), f.to_dict()] for f in run.findings],
-                        "errors": [[os.path.abspath(e.path), e.message] for e in run.errors]})
+    # the token on a line of its own: a worker reads no further in a file of another run
+    text = token + "\n" + encode_json({"findings": [[os.path.abspath(f.path), f.to_dict()] for f in run.findings],
+                                       "errors": [[os.path.abspath(e.path), e.message] for e in run.errors]})
     # a new file renamed over the name, whatever is there (a link the checkout planted is replaced, not followed)
     fd, temporary = tempfile.mkstemp(dir=os.path.dirname(results), prefix=".tmp-prefetch-")
     try:
@@ -417,12 +431,13 @@ def _prefetched(results: str, token: str) -> Optional[dict[str, list]]:
     try:
         fd = os.open(results, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as handle:
-            st = os.fstat(handle.fileno())
-            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_PREFETCHED_BYTES:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode) \
+                    or handle.readline(len(token) + 2) != f"{token}\n".encode():
                 return None
-            data = json.loads(handle.read())
-        if not isinstance(data, dict) or data.get("token") != token:
+            text = handle.read(_MAX_PREFETCHED_BYTES + 1)
+        if len(text) > _MAX_PREFETCHED_BYTES:
             return None
+        data = json.loads(text)
         found: dict[str, list] = {}
         for path, finding in data["findings"]:
             found.setdefault(str(path), []).append(finding_from_dict(finding))

@@ -94,9 +94,9 @@ def shape_and_places(summary: dict) -> Optional[tuple[str, list[tuple[int, int]]
 def line_shift(old: dict, new: dict, mentioned_elsewhere: Callable[[str], bool] = lambda name: True
                ) -> Optional[dict[int, int]]:
     """old line -> new line, where ``new`` is ``old`` moved: the same shape, each line moved to one
-    line, their order kept and every column as it was, but for module-level constants bound in only
-    one of them whose name neither mentions elsewhere and ``mentioned_elsewhere`` (the other summaries
-    of the analysis) does not know; None otherwise."""
+    line, their order kept and every column as it was, leaving out module-level constants bound in
+    only one of them where neither summary names them elsewhere and ``mentioned_elsewhere(name)`` (the
+    other summaries of the analysis) is false; None otherwise."""
     unbound = _without_unmentioned_constants(old, new, mentioned_elsewhere)
     if unbound is None:
         return None
@@ -172,10 +172,20 @@ def read_elsewhere(summary, name: str) -> bool:
     return unbound is None or _mentions(unbound, {name})
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
+
+
+def words_in(text: str) -> set[str]:
+    """The ASCII identifiers of the JSON ``text``, an escaped character (``\\n``, ``\\u00e9``) counted as a space:
+    never fewer than the identifiers of the strings it holds (``"\\n_edit"`` holds ``_edit``)."""
+    return set(_IDENTIFIER.findall(_ESCAPE.sub(" ", text)))
+
+
 def mentions(text: str, name: str) -> bool:
-    """Whether the JSON ``text`` holds the identifier ``name`` as a word: not inside a longer one
-    (``_edit`` is not in ``post_edit_steps``), but after an escape (``\\n_edit``)."""
-    return re.search(r"(?:(?<![A-Za-z0-9_])|(?<=\\[nrtbf]))" + re.escape(name) + r"(?![A-Za-z0-9_])", text) is not None
+    """Whether the JSON ``text`` holds the identifier ``name`` as a word (``words_in``): ``_edit`` is not in
+    ``post_edit_steps``."""
+    return name in text and name in words_in(text)
 
 
 class _Unmoved(Exception):

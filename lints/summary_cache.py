@@ -44,7 +44,7 @@ CACHE_BYTES_PER_SOURCE_BYTE = 32
 CACHE_SLACK_BYTES = 16 << 20
 
 CACHE_FILE = "cache.sqlite3"
-MAX_TEXTS_SOUGHT = 64  # ``rows_holding``: a query's parameters
+MAX_TEXTS_SOUGHT = 64  # ``rows_mentioning``: a query's parameters
 # The tables of a cache file, exactly: a file with anything else (a trigger, a view, another table:
 # the checkout's to plant) is no cache of ours and is replaced.
 _TABLES = {
@@ -200,43 +200,48 @@ class SummaryCache:
             return summary
         return None
 
-    def holds(self, path: str, key: str) -> bool:
-        """Whether the file's row (in memory: its entry) is the summary of the content ``key``."""
-        if self.folder is None:
-            entry = self._entries.get(path)
-            return entry is not None and entry[0] == key
-        self._connection()
-        return self._stored.get(path) == key
-
-    def rows_holding(self, texts: list[str]) -> Optional[list[tuple[str, str]]]:
-        """(path, summary JSON) of each row whose JSON holds one of ``texts`` (ASCII, without quotes or
-        backslashes: JSON writes them as they are), found in one pass by SQLite without decoding the
-        others (0.15-0.2 s for sglang's 90 MB); None where the rows cannot be read, or ``texts`` are too
+    def rows_mentioning(self, texts: list[str]) -> Optional[tuple[dict[str, str], list[tuple[str, str]]]]:
+        """(path -> key of every row, [(path, summary JSON) of each row whose JSON holds one of ``texts``]), from
+        one snapshot of the rows (one statement: a run writing beside this one cannot swap a row between the keys
+        and the texts); ``texts`` are ASCII without quotes or backslashes, which JSON writes as they are. SQLite
+        looks for them without decoding a row (0.15-0.2 s for sglang's 90 MB); in memory (the language server's
+        cache), each summary is encoded once and kept. None where the rows cannot be read, or ``texts`` are too
         many for one query."""
         if not texts or len(texts) > MAX_TEXTS_SOUGHT:
             return None
-        if self.folder is None:  # in memory: each summary's JSON, encoded once (workers hand most over encoded)
-            rows = []
-            for path, (_, summary) in self._entries.items():
+        keys: dict[str, str] = {}
+        found: list[tuple[str, str]] = []
+        if self.folder is None:  # workers hand most summaries over encoded already
+            for path, (key, summary) in self._entries.items():
                 text = self._texts.get(path)
                 if text is None:
                     try:
                         text = self._texts[path] = encode_json(summary)
                     except (ValueError, RecursionError):
                         return None
+                keys[path] = key
                 if any(sought in text for sought in texts):
-                    rows.append((path, text))
-            return rows
+                    found.append((path, text))
+            return keys, found
         db = self._connection()
         if db is None or self._rewrite:
             return None
-        query = "SELECT path, summary FROM summaries WHERE " + " OR ".join(["instr(summary, ?) > 0"] * len(texts))
+        sought = " OR ".join(["instr(summary, ?) > 0"] * len(texts))
         try:
-            rows = db.execute(query, tuple(texts)).fetchall()
+            rows = db.execute(f"SELECT path, key, CASE WHEN {sought} THEN summary END FROM summaries",
+                              tuple(texts)).fetchall()
         except (sqlite3.Error, MemoryError):
             return None
-        return [(path.decode("utf-8", "surrogatepass"), summary) for path, summary in rows
-                if isinstance(path, bytes) and isinstance(summary, str)]
+        for path, key, text in rows:
+            if not isinstance(path, bytes) or not isinstance(key, str):
+                continue  # no row of ours: no file's key either
+            path = path.decode("utf-8", "surrogatepass")
+            keys[path] = key
+            if text is not None:
+                if not isinstance(text, str):
+                    return None  # a summary that may mention them, unread
+                found.append((path, text))
+        return keys, found
 
     def forget(self) -> None:
         """Drop every entry read: the run summarises each file afresh and rewrites the whole file."""

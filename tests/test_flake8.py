@@ -95,7 +95,8 @@ def test_plugin_reports_same_as_cli_on_a_multi_module_package(tmp_path):
     assert len(list(cache.glob("*/flake8-prefetch-*.lock"))) == 1 and len(list(cache.glob("*/cache.sqlite3"))) == 1
     # and wrote its findings for the workers, with this run's token
     (written,) = cache.glob("*/flake8-prefetch-*.json")
-    assert {os.path.relpath(path, tmp_path) for path, _ in json.loads(written.read_text())["findings"]} == \
+    token, _, found = written.read_text().partition("\n")
+    assert len(token) == 32 and {os.path.relpath(path, tmp_path) for path, _ in json.loads(found)["findings"]} == \
         {path for path, *_ in expected}
     again = run_module("flake8", "--select", "GM", "--jobs", "2", "pkg", cwd=tmp_path)
     assert keys(again.stdout) == expected
@@ -119,12 +120,37 @@ def test_a_workers_prefetched_findings_are_this_runs_or_none(tmp_path):
     assert {os.path.relpath(p, tmp_path) for p in found} >= {"pkg/kernels.py"}
     assert all(hasattr(item, "code") for items in found.values() for item in items)
     assert _prefetched(str(results), "u" * 32) is None  # another run's
-    for planted in ("[]", "{", '{"token": "%s", "findings": 3, "errors": []}' % ("t" * 32)):
+    for planted in ("[]", "t" * 32 + "\n{", "t" * 32 + '\n{"findings": 3, "errors": []}', "t" * 32 + "[]\n{}"):
         results.write_text(planted)
         assert _prefetched(str(results), "t" * 32) is None
     results.unlink()
     results.symlink_to(victim)
     assert _prefetched(str(results), "t" * 32) is None  # through a link: not read
+
+
+def test_a_worker_takes_the_findings_of_this_runs_background_analysis(tmp_path, monkeypatch):
+    from lints import engine
+    from lints.flake8_plugin import GradModeChecker
+    from lints.model import Finding
+
+    write_package(tmp_path, {**PACKAGE, "pyproject.toml": "[tool.gradmode]\n"})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(GradModeChecker, "_wait_for_prefetch", staticmethod(lambda lock: None))
+    analysed = []
+    monkeypatch.setattr(engine, "lint_project", lambda *a, **k: analysed.append(a) or engine.ProjectRun(
+        ".", [], [], [], None))
+    kernels = os.path.abspath("pkg/kernels.py")
+    sentinel = Finding(kernels, 7, 1, "GM101", "from the background analysis")
+    results = tmp_path / "found.json"
+    for token, written, from_file in (("t" * 32, "t" * 32, True), ("t" * 32, "u" * 32, False)):
+        results.write_text(written + "\n" + json.dumps({"findings": [[kernels, sentinel.to_dict()]], "errors": []}))
+        GradModeChecker._by_root, GradModeChecker._locator, GradModeChecker._named = {}, None, ["."]
+        GradModeChecker._config_files, GradModeChecker._loose_folders, GradModeChecker._groups = {}, None, None
+        key = GradModeChecker._analysis_of(kernels)[0]
+        GradModeChecker._prefetching = {key: (str(tmp_path / "lock"), str(results), token)}
+        found = GradModeChecker._project_findings(kernels)
+        assert (found.get(kernels) == [sentinel]) is from_file and (not analysed) is from_file
+        analysed.clear()
 
 
 def test_the_prefetch_lock_in_a_cache_folder_inside_a_repository_is_ignored_by_git(tmp_path):

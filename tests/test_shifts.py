@@ -127,6 +127,13 @@ def _lint(root, **kwargs):
         return lint_project(["."], Config(), **kwargs)
 
 
+def _carried_as_fresh(root, **kwargs) -> bool:
+    """Whether a run is carried (not analysed) and gives what a fresh analysis gives: findings, errors, serving mode."""
+    run, fresh = _lint(root, **kwargs), _lint(root, use_cache=False, overrides=kwargs.get("overrides"))
+    return run.analysis is None and (_everything(run), run.errors, run.serving) == \
+        (_everything(fresh), fresh.errors, fresh.serving)
+
+
 def test_an_edit_that_moves_code_carries_the_findings_a_fresh_analysis_gives(tmp_path):
     root = write_package(tmp_path / "repo", REVERSE)
     cold = _lint(root)
@@ -175,9 +182,15 @@ def test_the_language_servers_cache_carries_each_edit_from_the_one_before(tmp_pa
         assert run.analysis is None and _everything(run) == _everything(fresh)
         lines.append([f.line for f in run.findings if f.path == path])
     assert lines == [[8], [9], [10]]
-    # a constant no other module mentions, in the buffer: carried too
-    for line, carries in (("_edit = 1\n", True), ("Workspace = 1\n", False)):
-        text = saved + line
+    # a constant no other module mentions, in the buffer: carried too; one another module reads, or the file's own
+    # class, analysed
+    main = root / "engine" / "main.py"
+    main.write_text("from engine.workspace import LIMIT\n" + main.read_text())
+    with chdir(root):
+        assert lint_project(["."], Config(), summary_cache=cache).analysis is not None
+    for added, carries in (("_edit = 1\n", True), ("Workspace = 1\n", False), ("LIMIT = 4\n", False),
+                           ("LIMIT = 4\n_again = 2\n", True)):  # each against the run before
+        text = saved + added
         with chdir(root):
             run = lint_project(["."], Config(), overrides={path: text}, summary_cache=cache)
             fresh = lint_project(["."], Config(), overrides={path: text}, use_cache=False)
@@ -237,8 +250,10 @@ def test_a_constant_bound_or_unbound_where_nothing_mentions_its_name_moves_nothi
 def test_a_mention_is_a_whole_word_of_the_json():
     from lints.shifts import mentions
 
-    assert [mentions(text, "_edit") for text in ('["n","m._edit"]', '"_edit"', '"a\\n_edit"')] == [True] * 3
-    assert [mentions(text, "_edit") for text in ('"post_edit_steps"', '"_edit2"', '"\\u00e9_edit"')] == [False] * 3
+    # an escaped character ends a word (more mentions, never fewer: `\u00e9_edit` counts)
+    assert [mentions(text, "_edit") for text in ('["n","m._edit"]', '"_edit"', '"a\\n_edit"', '"\\u00e9_edit"')] \
+        == [True] * 4
+    assert [mentions(text, "_edit") for text in ('"post_edit_steps"', '"_edit2"', '"\\\\n_edit"')] == [False] * 3
 
 
 def test_an_unmentioned_constant_appended_carries_the_findings_a_fresh_analysis_gives(tmp_path, monkeypatch):
@@ -252,12 +267,11 @@ def test_an_unmentioned_constant_appended_carries_the_findings_a_fresh_analysis_
     cold = _lint(root)
     workspace, runner = root / "engine" / "workspace.py", root / "engine" / "runner.py"
     workspace.write_text("# moved\n" + workspace.read_text() + "_edit = 1\n")
-    carried_run = _lint(root)
-    assert carried_run.analysis is None and _everything(carried_run) == _everything(_lint(root, use_cache=False))
-    assert _everything(carried_run) != _everything(cold)  # moved a line down
+    assert _carried_as_fresh(root)
+    assert _everything(_lint(root)) != _everything(cold)  # moved a line down
     for edited in (workspace, runner):  # two files binding the same new name (a commit's edits)
         edited.write_text(edited.read_text() + "_both = 1\n")
-    assert _lint(root).analysis is None
+    assert _carried_as_fresh(root)
     # a name another module reads (a `from ... import`), or that rebinds one the module imports, is analysed
     (root / "engine" / "main.py").write_text("from engine.workspace import LIMIT\n" + (root / "engine" / "main.py")
                                              .read_text())
@@ -273,4 +287,4 @@ def test_an_unmentioned_constant_appended_carries_the_findings_a_fresh_analysis_
     workspace.write_text(workspace.read_text() + "_library_read = 1\n")
     assert _lint(root).analysis is not None
     workspace.write_text(workspace.read_text() + "_nobody_reads = 1\n")
-    assert _lint(root).analysis is None
+    assert _carried_as_fresh(root)
