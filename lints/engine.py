@@ -217,7 +217,8 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
             others = None
         else:
             project_paths = {entry.path for entry in entries}
-            others = [decoded_json(text) for path, text in rows[1] if path in project_paths and path not in changed_paths]
+            others = [decoded_json(text) for path, text in rows[1]
+                      if path in project_paths and path not in changed_paths]
     reads: dict[tuple[str, str], bool] = {}  # (changed path, name) -> whether either summary of it reads the name
 
     def read_in(path: str, name: str) -> bool:

@@ -262,8 +262,8 @@ def test_an_unmentioned_constant_appended_carries_the_findings_a_fresh_analysis_
     # a longer name holding the word is no mention of it
     # (and another module's constant of the same name is a binding, not a read)
     # (a file that cannot be parsed has no summary: no mention either)
-    root = write_package(tmp_path / "repo", {**REVERSE, "engine/steps.py": "post_edit_steps = getattr(3, 'x_edit')\n"
-                                                                           "_edit = 0\n", "engine/broken.py": "def (:\n"})
+    root = write_package(tmp_path / "repo", {**REVERSE, "engine/broken.py": "def (:\n",
+                                             "engine/steps.py": "post_edit_steps = getattr(3, 'x_edit')\n_edit = 0\n"})
     cold = _lint(root)
     workspace, runner = root / "engine" / "workspace.py", root / "engine" / "runner.py"
     workspace.write_text("# moved\n" + workspace.read_text() + "_edit = 1\n")
