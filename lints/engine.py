@@ -176,7 +176,7 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
     """The last run's (findings, errors, serving mode, library words), carried to the new places where the
     files changed since only moved code or bound unmentioned constants (``lints.shifts``); None where
     anything else changed."""
-    from .shifts import carried, line_shift, read_elsewhere, rebound_constants
+    from .shifts import carried, line_shift, mentioned_elsewhere_by, rebound_constants
 
     last = cache.last_results()
     made_of = last.get("made_of") if last is not None else None
@@ -206,7 +206,6 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
     words = made_of.get("library_words")
     if not isinstance(words, list):
         return None
-    known_words = set(words)
     changed_paths = {entry.path for entry, _ in changed}
     names = sorted(set().union(*(rebound_constants(old[p], fresh[p]) for p in sorted(changed_paths))))
     others: Optional[list[dict]] = []  # the other files' summaries that may mention one of them
@@ -219,23 +218,10 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
             project_paths = {entry.path for entry in entries}
             others = [decoded_json(text) for path, text in rows[1]
                       if path in project_paths and path not in changed_paths]
-    reads: dict[tuple[str, str], bool] = {}  # (changed path, name) -> whether either summary of it reads the name
-
-    def read_in(path: str, name: str) -> bool:
-        if (path, name) not in reads:
-            reads[path, name] = read_elsewhere(old[path], name) or read_elsewhere(fresh[path], name)
-        return reads[path, name]
-
-    def mentioned_elsewhere(name: str, path: str) -> bool:
-        """Whether a summary of the analysis, other than ``path``'s two, holds ``name``."""
-        if name in known_words or any(read_in(other, name) for other in sorted(changed_paths - {path})):
-            return True
-        return others is None or any(read_elsewhere(summary, name) for summary in others)
-
+    mentioned = mentioned_elsewhere_by(words, {p: (old[p], fresh[p]) for p in changed_paths}, others)
     shifts = {}
     for entry, _ in changed:
-        lines = line_shift(old[entry.path], fresh[entry.path],
-                           lambda name, path=entry.path: mentioned_elsewhere(name, path))
+        lines = line_shift(old[entry.path], fresh[entry.path], lambda name, path=entry.path: mentioned(name, path))
         if lines is None:
             return None
         shifts[entry.path] = lines

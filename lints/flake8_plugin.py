@@ -291,12 +291,12 @@ class GradModeChecker:
             paths = [root, *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
             if key in cls._prefetching:
                 lock, results, token = cls._prefetching[key]
-                # what the background analysis linted; written last, so this run's token means it is done (the lock
-                # may be another flake8's by now)
-                found = _prefetched(results, token) if paths == [root] else None
+                linted_there = paths == [root]  # what the background analysis linted
+                # written last: this run's token means the analysis is done (the lock may be another flake8's by now)
+                found = _prefetched(results, token) if linted_there else None
                 if found is None:
                     cls._wait_for_prefetch(lock)  # then the result is in the cache, and in ``results``
-                    found = _prefetched(results, token) if paths == [root] else None
+                    found = _prefetched(results, token) if linted_there else None
             if found is None:
                 run = lint_project(paths, config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False)
                 found = {}
@@ -424,18 +424,14 @@ def _prefetched(results: str, token: str) -> Optional[dict[str, list]]:
     """absolute path -> findings and errors, as this run's background analysis wrote them; None for a
     file of another run, or of anyone else (the checkout's to plant: JSON, never more than read)."""
     import json
-    import stat
 
     from .model import finding_from_dict
+    from .sources import read_regular_bytes
 
     try:
-        fd = os.open(results, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode) \
-                    or handle.readline(len(token) + 2) != f"{token}\n".encode():
-                return None
-            text = handle.read(_MAX_PREFETCHED_BYTES + 1)
-        if len(text) > _MAX_PREFETCHED_BYTES:
+        raw = read_regular_bytes(results, _MAX_PREFETCHED_BYTES, follow_links=False)
+        first, _, text = raw.partition(b"\n")
+        if first != token.encode() or len(raw) > _MAX_PREFETCHED_BYTES:
             return None
         data = json.loads(text)
         found: dict[str, list] = {}

@@ -140,18 +140,22 @@ def _without_unmentioned_constants(old: dict, new: dict, mentioned_elsewhere: Ca
     return unbound[0], unbound[1]
 
 
+def _module_scope(summary: dict) -> Optional[dict]:
+    """The summary's module scope, where it has one with a list of "locals"."""
+    scope = summary.get("functions", {}).get(MODULE_SCOPE)
+    return scope if isinstance(scope, dict) and isinstance(scope.get("locals"), list) else None
+
+
 def rebound_constants(old: dict, new: dict) -> set[str]:
     """The names in the module scope's "locals" of only one of ``old`` and ``new``."""
-    scopes = [summary["functions"].get(MODULE_SCOPE) for summary in (old, new)]
-    if any(not isinstance(scope, dict) or not isinstance(scope.get("locals"), list) for scope in scopes):
-        return set()
-    return set(scopes[0]["locals"]) ^ set(scopes[1]["locals"])
+    scopes = [_module_scope(summary) for summary in (old, new)]
+    return set() if None in scopes else set(scopes[0]["locals"]) ^ set(scopes[1]["locals"])
 
 
 def _unbound(summary: dict, names: set[str]) -> Optional[dict]:
     """``summary`` without ``names`` in its module scope's "locals"; None for a summary without that scope."""
-    scope = summary.get("functions", {}).get(MODULE_SCOPE)
-    if not isinstance(scope, dict) or not isinstance(scope.get("locals"), list):
+    scope = _module_scope(summary)
+    if scope is None:
         return None
     kept = [name for name in scope["locals"] if name not in names]
     return {**summary, "functions": {**summary["functions"], MODULE_SCOPE: {**scope, "locals": kept}}}
@@ -170,6 +174,28 @@ def read_elsewhere(summary, name: str) -> bool:
     module-level constant of its own, which no other module's binding changes."""
     unbound = _unbound(summary, {name}) if isinstance(summary, dict) else None
     return unbound is None or _mentions(unbound, {name})
+
+
+def mentioned_elsewhere_by(library_words: Iterable[str], changed: dict[str, tuple[dict, dict]],
+                           others: Optional[list[dict]]) -> Callable[[str, str], bool]:
+    """``mentioned(name, path)``: whether a summary of the analysis other than changed file ``path``'s two reads
+    ``name``: an installed library's (by its ``library_words``), another changed file's, old or new (``changed``:
+    path -> (old, new)), or another file's (``others``: those that may mention a name sought; None: not known,
+    as if every one did). Each answer is asked once."""
+    known = set(library_words)
+    reads: dict[tuple[Optional[str], str], bool] = {}
+
+    def read_in(path: Optional[str], name: str) -> bool:  # path None: the other files
+        if (path, name) not in reads:
+            summaries = others if path is None else changed[path]
+            reads[path, name] = summaries is None or any(read_elsewhere(summary, name) for summary in summaries)
+        return reads[path, name]
+
+    def mentioned(name: str, path: str) -> bool:
+        return name in known or any(read_in(other, name) for other in sorted(changed) if other != path) \
+            or read_in(None, name)
+
+    return mentioned
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
