@@ -288,3 +288,19 @@ def test_an_unmentioned_constant_appended_carries_the_findings_a_fresh_analysis_
     assert _lint(root).analysis is not None
     workspace.write_text(workspace.read_text() + "_nobody_reads = 1\n")
     assert _carried_as_fresh(root)
+
+
+def test_a_cache_row_of_another_type_that_may_mention_the_name_is_no_carry(tmp_path):
+    """A row the checkout planted or garbled: its summary a blob holding the name. It may mention it: analysed."""
+    import sqlite3
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    _lint(root)
+    (database,) = (root / ".gradmode_cache").rglob("cache.sqlite3")
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE summaries SET summary = CAST(summary || '_planted' AS BLOB) WHERE path = ?",
+                   (b"engine/main.py",))
+    workspace = root / "engine" / "workspace.py"
+    workspace.write_text(workspace.read_text() + "_planted = 1\n")
+    run, fresh = _lint(root), _lint(root, use_cache=False)
+    assert run.analysis is not None and _everything(run) == _everything(fresh)
