@@ -72,7 +72,7 @@ def _key_after_encoding(job):
     hand back nothing but its content hash: a hand-over that cost the main process nothing."""
     from lints import summary_jobs
 
-    key, _ = summary_jobs._pack_summary(summary_jobs._summarize_job(job))
+    key = summary_jobs._pack_summary(summary_jobs._summarize_job(job))[0]
     return key
 
 

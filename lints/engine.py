@@ -17,12 +17,12 @@ from .gitignore import forget as forget_ignore_files
 from .gc_pause import collector_paused
 from .loose_files import loose_entries, loose_project
 from .model import FileError, Finding, finding_from_dict
-from .module_names import import_root, module_name_for
+from .module_names import import_root, module_name_for, module_names_for
 from .noqa import without_suppressed
 from .options import Config
 from .project_roots import ProjectLocator, excluded_from_here, is_own_project, package_only
 from .sources import MAX_FILE_BYTES, read_source, text_reader
-from .summary_cache import CACHE_FORMAT, SummaryCache, decoded_json, encode_json
+from .summary_cache import CACHE_FORMAT, SummaryCache, decoded_json, encode_json, words_in
 from .summary_jobs import ProjectFile, collect_summaries, content_key, text_key
 from .walk import discover, excluded_below
 from .warn import warn
@@ -58,7 +58,8 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
     # Named files the walk skipped (outside the root, or under an excluded folder: exclude applies
     # to what a walk finds, as in ruff) join the project. One the walk found keeps its spelling,
     # unless its text is given: overrides are looked up by the spelling they were given in.
-    where = {os.path.abspath(f): i for i, f in enumerate(files)}
+    named = {os.path.basename(path) for path in extra}  # only a file of a name given can be one given
+    where = {os.path.abspath(f): i for i, f in enumerate(files) if extra and os.path.basename(f) in named}
     for path in extra:
         absolute = os.path.abspath(path)
         if absolute not in where:
@@ -66,10 +67,8 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
             files.append(path)
         elif overrides and path in overrides:
             files[where[absolute]] = path
-    base = import_root(root)
     entries = []
-    for path in files:
-        module, is_package = module_name_for(path, base)
+    for path, (module, is_package) in zip(files, module_names_for(files, import_root(root))):
         if overrides and path in overrides:
             key: Optional[str] = text_key(path, overrides[path], max_bytes)
         elif not read_keys:
@@ -160,9 +159,7 @@ def _made_of(config: Config, entries: list[ProjectFile], max_bytes: int, words: 
 
 
 def library_words(library: dict[str, dict]) -> list[str]:
-    """Each word of the installed libraries' summaries' JSON (``shifts.words_in``): the names they may read."""
-    from .shifts import words_in
-
+    """Each word of the installed libraries' summaries' JSON (``summary_cache.words_in``): the names they may read."""
     return sorted(words_in(encode_json([library[path] for path in sorted(library)]))) if library else []
 
 

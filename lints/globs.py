@@ -11,7 +11,7 @@ import fnmatch
 import functools
 import os
 import re
-from typing import Optional
+from typing import Callable, Optional
 
 
 @functools.lru_cache(maxsize=256)
@@ -37,6 +37,12 @@ def path_match(path: str, patterns: tuple[str, ...]) -> Optional[str]:
     if not _compiled(tuple(patterns), True).match(os.path.normcase(path)):
         return None
     return next(p for p in patterns if any(fnmatch.fnmatch(path, form) for form in _path_forms(p)))
+
+
+def path_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    """``path_match(path, patterns) is not None``, as one compiled test for a walk's every file."""
+    match = _compiled(tuple(patterns), True).match
+    return lambda path: match(os.path.normcase(path)) is not None
 
 
 def _path_forms(pattern: str) -> tuple[str, ...]:

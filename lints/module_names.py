@@ -3,6 +3,7 @@ relative import starts from."""
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 
 def import_root(project_root: str) -> str:
@@ -32,6 +33,28 @@ def module_name_for(path: str, root: str) -> tuple[str, bool]:
     if parts[-1] == "__init__":
         return ".".join(parts[:-1]) or "__init__", True
     return ".".join(parts), False
+
+
+def module_names_for(paths: list[str], root: str) -> list[tuple[str, bool]]:
+    """``module_name_for`` of each of ``paths``, a folder's part worked out once (sglang's 4,719 files lie in
+    600 folders: each file's own ``abspath`` was a tenth of a pre-commit run)."""
+    folders: dict[str, Optional[str]] = {}  # folder as spelt -> its dotted name below the root; None: ask per file
+    names = []
+    for path in paths:
+        folder, name = os.path.split(path)
+        if folder not in folders:
+            package, _ = module_name_for(os.path.join(folder, "__init__.py"), root)
+            below = os.path.abspath(folder) + os.sep
+            folders[folder] = package if below.startswith(os.path.join(root, "")) and package != "__init__" else \
+                "" if below == os.path.join(root, "") else None
+        dotted = folders[folder]
+        if dotted is None or not name.endswith(".py"):
+            names.append(module_name_for(path, root))
+        elif name == "__init__.py":
+            names.append((dotted or "__init__", True))
+        else:
+            names.append((f"{dotted}.{name[:-3]}" if dotted else name[:-3], False))
+    return names
 
 
 def relative_import_base(module: str, is_package: bool, level: int) -> list[str]:

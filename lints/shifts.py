@@ -22,7 +22,7 @@ import re
 from typing import Callable, Iterable, Optional
 
 from .model import Finding, Fix
-from .summary_cache import encode_json
+from .summary_cache import encode_json, words_in
 from .summary_records import MODULE_SCOPE
 
 # The fields of a summary and of a function in it: a field added to either (one that may hold a
@@ -196,16 +196,6 @@ def mentioned_elsewhere_by(library_words: Iterable[str], changed: dict[str, tupl
             or read_in(None, name)
 
     return mentioned
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
-
-
-def words_in(text: str) -> set[str]:
-    """The ASCII identifiers of the JSON ``text``, an escaped character (``\\n``, ``\\u00e9``) counted as a space:
-    never fewer than the identifiers of the strings it holds (``"\\n_edit"`` holds ``_edit``)."""
-    return set(_IDENTIFIER.findall(_ESCAPE.sub(" ", text)))
 
 
 def mentions(text: str, name: str) -> bool:

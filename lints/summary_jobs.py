@@ -13,7 +13,7 @@ from .gc_pause import collector_paused
 from .model import FileError
 from .sources import MAX_FILE_BYTES, SourceFile, read_source, source_from_text
 from .summary import summarize
-from .summary_cache import SummaryCache, encode_json
+from .summary_cache import SummaryCache, encode_json, row_words
 from .summary_records import with_records
 from .walk import settled
 from .workers import HandOver, run_jobs
@@ -118,7 +118,7 @@ def collect_summaries(entries: list[ProjectFile], jobs: int, cache: Optional[Sum
         else:
             summaries[job.path] = result
             if cache is not None and key:
-                cache.put(job.path, key, result, text[0] if text else None)
+                cache.put(job.path, key, result, *text)
     if cache is not None and prune:
         cache.prune(summaries)
     return summaries, errors
@@ -186,22 +186,26 @@ def _summarize_file(job: _Job) -> tuple[str, Union[dict, FileError]]:
                                                          f"{type(exc).__name__}: {exc}")
 
 
-def _pack_summary(result: tuple[str, Union[dict, FileError]]) -> tuple[str, Union[str, FileError]]:
-    """In a worker: a summary travels back as the JSON text the summaries cache holds. Encoding it
-    once serves the cache too, and decoding JSON costs the main process less than unpickling."""
+def _pack_summary(result: tuple[str, Union[dict, FileError]]) -> tuple:
+    """In a worker: a summary travels back as the JSON text the summaries cache holds, with that text's words
+    (``summary_cache.row_words``). Encoding it once serves the cache too, and decoding JSON costs the main
+    process less than unpickling."""
     key, summary = result
     if isinstance(summary, dict):
         try:
-            return key, encode_json(summary)
+            text = encode_json(summary)
         except (ValueError, RecursionError):  # not JSON (nested too deep): pickled, as in process; not cached
-            pass
+            return result
+        return key, text, row_words(text)
     return result
 
 
-def _unpack_summary(packed: tuple[str, Union[str, FileError]]) -> tuple:
-    """In the main process: ``(key, summary, text)`` for a summary that came as text, else as it came."""
-    key, value = packed
-    return (key, with_records(json.loads(value)), value) if isinstance(value, str) else packed
+def _unpack_summary(packed: tuple) -> tuple:
+    """In the main process: ``(key, summary, text, words)`` for a summary that came as text, else as it came."""
+    if len(packed) == 3 and isinstance(packed[1], str):
+        key, text, words = packed
+        return key, with_records(json.loads(text)), text, words
+    return packed
 
 
 SUMMARY_HAND_OVER = HandOver(_pack_summary, _unpack_summary)

@@ -4,12 +4,13 @@ and stopping at the projects below (``stop_at``); a folder walked once per run (
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
 
 from . import gitignore
-from .globs import path_match, relative_to
+from .globs import path_matcher, relative_to
 from .model import FileError
 from .sources import NOT_REGULAR, is_regular_file
 
@@ -18,8 +19,16 @@ def _excluded(name: str, full: str, exclude: tuple[str, ...], anchor: str, relat
     """``relative``: ``relative_to(full, anchor)`` where the caller knows it already."""
     if not exclude:
         return False
-    return path_match(relative_to(full, anchor) if relative is None else relative, exclude) is not None or path_match(
-        name, tuple(p for p in exclude if "/" not in p)) is not None  # `./build` is no name: the top one only
+    return _exclusion(exclude)(name, relative_to(full, anchor) if relative is None else relative)
+
+
+@functools.lru_cache(maxsize=64)
+def _exclusion(exclude: tuple[str, ...]) -> Callable[[str, str], bool]:
+    """``excluded(name, path counted from the anchor)``: whether ``exclude`` names the path, or the name alone
+    (``./build`` is no name: the top one only)."""
+    by_path = path_matcher(exclude)
+    by_name = path_matcher(tuple(p for p in exclude if "/" not in p))
+    return lambda name, relative: by_path(relative) or by_name(name)
 
 
 def excluded_below(path: str, root: str, exclude: Iterable[str], anchor: str = "",
@@ -68,6 +77,7 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Sto
         if len(used) == len(listings) and all(a is b for a, b in zip(used, listings)):
             return list(found[0]), list(found[1])
 
+    excluded = _exclusion(exclude) if exclude else None
     for index, given in enumerate(paths):
         if os.path.isdir(given):
             walked = listings[index][0] if listings is not None and isinstance(listings[index], tuple) else \
@@ -79,7 +89,7 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Sto
                 folder = relative_to(root or os.curdir, anchor) if exclude else ""
                 for name in names:
                     full = os.path.join(root, name)
-                    if not _excluded(name, full, exclude, anchor, name if folder == "." else f"{folder}/{name}"):
+                    if not (excluded and excluded(name, name if folder == "." else f"{folder}/{name}")):
                         if is_regular_file(full) is False:  # a FIFO would block the run; a broken link
                             errors.append(FileError(full, NOT_REGULAR))  # reports its own error later
                         else:

@@ -131,11 +131,14 @@ def write_cache_rows(folder: Path, rows: dict[str, list]) -> None:
     import json
     import sqlite3
 
+    from lints.summary_cache import row_words
+
     with contextlib.closing(sqlite3.connect(Path(folder) / "cache.sqlite3")) as db, db:
         db.execute("DELETE FROM summaries")
-        db.executemany("INSERT INTO summaries (path, key, summary) VALUES (?, ?, ?)",
-                       [(path.encode("utf-8", "surrogatepass"), key, json.dumps(summary))
-                        for path, (key, summary) in rows.items()])
+        texts = {path: json.dumps(summary) for path, (_, summary) in rows.items()}
+        db.executemany("INSERT INTO summaries (path, key, words, summary) VALUES (?, ?, ?, ?)",
+                       [(path.encode("utf-8", "surrogatepass"), key, row_words(texts[path]), texts[path])
+                        for path, (key, _) in rows.items()])
 
 
 def cache_fact(folder: Path, name: str):
@@ -152,6 +155,8 @@ def write_cache_fact(folder: Path, name: str, value) -> None:
     """Set (``None``: remove) the fact ``name`` of the cache file of ``folder``."""
     import json
     import sqlite3
+
+    from lints.summary_cache import row_words
 
     with contextlib.closing(sqlite3.connect(Path(folder) / "cache.sqlite3")) as db, db:
         db.execute("DELETE FROM facts WHERE name = ?", (name,))

@@ -75,7 +75,7 @@ def _foreign_databases(path) -> None:
               [*_TABLES.values(), "CREATE VIEW v AS SELECT * FROM summaries"],
               [*_TABLES.values(), "INSERT INTO facts VALUES ('format', 'gradmode-summaries/other')"],
               [*_TABLES.values(), f"INSERT INTO facts VALUES ('format', '{CACHE_FORMAT}')",
-               "INSERT INTO summaries VALUES ('engine/warm.py', 5, x'00', 7)"]]
+               "INSERT INTO summaries VALUES ('engine/warm.py', 5, 7, x'00', x'00')"]]
     for statements in plants:
         path.unlink(missing_ok=True)
         with sqlite3.connect(path) as db:

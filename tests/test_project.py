@@ -800,3 +800,23 @@ def test_each_function_s_edges_are_built_once():
     # asked again (as the phases' searches ask after the callers index), the same lists, not new ones
     assert all(graph.edges(fid) is strict and graph.edges(fid, loose=True) is loose
                for fid, (strict, loose) in built.items())
+
+
+def test_module_names_worked_out_per_folder_are_each_file_s(tmp_path, monkeypatch):
+    """``module_names_for`` names each file as ``module_name_for`` does: at the root, below it, in a folder named
+    ``__init__``, outside the root, spelt relative or absolute, and for a name not ending in ``.py``."""
+    import os
+
+    from lints.module_names import module_name_for, module_names_for
+
+    root = tmp_path / "root"
+    for folder in ("pkg/sub", "__init__", "pkg/__init__"):
+        (root / folder).mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    monkeypatch.chdir(tmp_path)
+    paths = ["root/a.py", "root/__init__.py", "root/pkg/__init__.py", "root/pkg/sub/b.c.py", "root/pkg/sub/__init__.py",
+             "root/__init__/__init__.py", "root/__init__/c.py", "root/pkg/__init__/d.py", "outside/e.py",
+             "outside/__init__.py", "root/pkg/script", str(root / "pkg" / "f.py"), "./root/pkg/g.py", "root/../root/h.py"]
+    base = os.path.abspath("root")
+    assert module_names_for(paths, base) == [module_name_for(p, base) for p in paths]
+    assert module_names_for(paths, base)[3] == ("pkg.sub.b.c", False)

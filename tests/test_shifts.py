@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import hypothesis.strategies as st
+from hypothesis import given, settings
+
 from lints.engine import lint_project
 from lints.model import Finding, Fix
 from lints.options import Config
@@ -256,6 +259,22 @@ def test_a_mention_is_a_whole_word_of_the_json():
     assert [mentions(text, "_edit") for text in ('"post_edit_steps"', '"_edit2"', '"\\\\n_edit"')] == [False] * 3
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("ab_9Z \\\"\n\u00e9\u2028.x/0u"), max_size=12), max_size=6))
+def test_the_words_of_a_json_text_are_its_identifiers_between_escapes(strings):
+    """The bytes-translating ``words_in`` finds what the identifier pattern finds, an escape counted as a space;
+    ``row_words`` holds each between spaces, and nothing else."""
+    import json
+    import re
+
+    from lints.summary_cache import encode_json, row_words, words_in
+
+    for text in (encode_json(strings), json.dumps(strings, ensure_ascii=False)):
+        expected = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"\\(?:u[0-9a-fA-F]{4}|.)", " ", text)))
+        assert words_in(text) == expected
+        assert row_words(text).split() == sorted(expected) and row_words(text).startswith(" ")
+
+
 def test_an_unmentioned_constant_appended_carries_the_findings_a_fresh_analysis_gives(tmp_path, monkeypatch):
     from lints import engine
 
@@ -291,14 +310,16 @@ def test_an_unmentioned_constant_appended_carries_the_findings_a_fresh_analysis_
 
 
 def test_a_cache_row_of_another_type_that_may_mention_the_name_is_no_carry(tmp_path):
-    """A row the checkout planted or garbled: its summary a blob holding the name. It may mention it: analysed."""
+    """A row the checkout planted or garbled: its summary a blob holding the name, its words a blob without it. It
+    may mention the name: analysed."""
     import sqlite3
 
     root = write_package(tmp_path / "repo", REVERSE)
     _lint(root)
     (database,) = (root / ".gradmode_cache").rglob("cache.sqlite3")
     with sqlite3.connect(database) as db:
-        db.execute("UPDATE summaries SET summary = CAST(summary || '_planted' AS BLOB) WHERE path = ?",
+        db.execute("UPDATE summaries SET words = x'00', "
+                   "summary = CAST(summary || '_planted' AS BLOB) WHERE path = ?",
                    (b"engine/main.py",))
     workspace = root / "engine" / "workspace.py"
     workspace.write_text(workspace.read_text() + "_planted = 1\n")
