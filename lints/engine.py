@@ -85,6 +85,33 @@ def _distinct(paths: list[str]) -> list[str]:
     return [p for p in paths if not (os.path.abspath(p) in seen or seen.add(os.path.abspath(p)))]
 
 
+class _RequestedSpelling:
+    """A file of the project as the request spells it (``path in it``, ``it[path]``): the same text, else the
+    same absolute path (worked out for every file requested only when asked: sglang's 4,719 ``abspath`` took a
+    fifth of a run that carries its findings)."""
+
+    def __init__(self, requested: list[str]) -> None:
+        self._requested = requested
+        self._spelt = set(requested)
+        self._by_absolute: Optional[dict[str, str]] = None
+
+    def get(self, path: str) -> Optional[str]:
+        if path in self._spelt:
+            return path
+        if self._by_absolute is None:
+            self._by_absolute = {os.path.abspath(p): p for p in self._requested}
+        return self._by_absolute.get(os.path.abspath(path))
+
+    def __contains__(self, path: str) -> bool:
+        return self.get(path) is not None
+
+    def __getitem__(self, path: str) -> str:
+        spelt = self.get(path)
+        if spelt is None:
+            raise KeyError(path)
+        return spelt
+
+
 def _display_root(root: str, paths: Sequence[str]) -> str:
     """The root spelt as the user spells paths: relative when they are, so findings keep their form."""
     if paths and all(not os.path.isabs(p) for p in paths):
@@ -298,7 +325,9 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     requested, errors = discover(given, config.exclude, stop_at=is_own_project, anchor=config.root,
                                  respect_gitignore=config.respect_gitignore)
     walked = requested  # the project's own walk, where the one folder given is its root (below)
-    requested = _distinct([os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested])
+    requested = [os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested]
+    if len(given) + len(overrides) > 1:  # one walk spells each file once
+        requested = _distinct(requested)
     locator = ProjectLocator()
     if config.force_exclude:  # a path given that exclude matches (it, or a folder above it) is left out too,
         # and all of a project with its own settings that the project around excludes
@@ -339,7 +368,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                                if p in overrides else "") for p in requested]
     else:
         same_walk = len(given) == 1 and os.path.normpath(given[0]) == root and not errors
-        entries = project_files(root, config, requested, overrides,
+        # the root's own walk names no file beyond it
+        entries = project_files(root, config, () if same_walk and not overrides else requested, overrides,
                                 read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes,
                                 known_keys=cache.known_keys() if cache is not None else None,
                                 walked=walked if same_walk else None)
@@ -394,19 +424,22 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving,
                                _made_of(config, entries, max_bytes, library_words(library)))
     # the project's paths are spelt from its root; report them as the user spelt the request
-    wanted = {os.path.abspath(p): p for p in requested}
-    findings = [dataclasses.replace(f, path=wanted[os.path.abspath(f.path)]) for f in all_findings
-                if os.path.abspath(f.path) in wanted]
+    as_requested = _RequestedSpelling(requested)
+    findings = [dataclasses.replace(f, path=as_requested[f.path]) for f in all_findings if f.path in as_requested]
     findings = [f for f in findings if not config.ignored_in(f.path, f.code)]
-    summarised = {os.path.abspath(p) for p in summaries} if cached is None else None
-    problems = {os.path.abspath(p): e for p, e in summary_errors.items()}
-    for absolute, path in wanted.items():
-        if absolute in problems:
-            errors.append(FileError(path, problems[absolute].message))
-        elif summarised is not None and absolute not in summarised and path not in overrides:
-            source = read_source(path, max_bytes)  # not in the project walk (a FIFO, an excluded file)
-            if isinstance(source, FileError):
-                errors.append(source)
+    if cached is not None:  # only the files with an error need a look
+        errors += [FileError(as_requested[p], e.message) for p, e in summary_errors.items() if p in as_requested]
+    else:
+        summarised = {os.path.abspath(p) for p in summaries}
+        problems = {os.path.abspath(p): e for p, e in summary_errors.items()}
+        for path in requested:
+            absolute = os.path.abspath(path)
+            if absolute in problems:
+                errors.append(FileError(path, problems[absolute].message))
+            elif absolute not in summarised and path not in overrides:
+                source = read_source(path, max_bytes)  # not in the project walk (a FIFO, an excluded file)
+                if isinstance(source, FileError):
+                    errors.append(source)
     if apply_noqa and findings:
         findings = without_suppressed(findings, text_reader(overrides))
     errors.sort(key=lambda e: e.path)

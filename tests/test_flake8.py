@@ -128,6 +128,53 @@ def test_a_workers_prefetched_findings_are_this_runs_or_none(tmp_path):
     assert _prefetched(str(results), "t" * 32) is None  # through a link: not read
 
 
+_FORKED_PREFETCH = """
+import fcntl, os, sys, time
+from lints import flake8_plugin
+from lints.options import Config
+
+def slow_prefetch(*args):
+    time.sleep(2)
+    return prefetch(*args)
+
+prefetch, flake8_plugin._prefetch = flake8_plugin._prefetch, slow_prefetch
+lock = os.open("found.lock", os.O_RDWR | os.O_CREAT)
+fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+read_end, write_end = os.pipe()
+kept_stdout = os.dup(1)
+os.dup2(write_end, 1)  # flake8's stdout, a pipe pre-commit reads to its end
+started = flake8_plugin._forked_prefetch("pkg", Config(), "found.json", "t" * 32, lock)
+os.dup2(kept_stdout, 1)
+os.close(write_end)
+os.close(lock)
+begun = time.monotonic()
+assert os.read(read_end, 1) == b""  # the child holds no end of the pipe
+ended = time.monotonic() - begun
+lock = os.open("found.lock", os.O_RDONLY)
+try:
+    fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    held = False
+except BlockingIOError:
+    held = True
+fcntl.flock(lock, fcntl.LOCK_SH)  # the child's lock: free once it is done
+found = flake8_plugin._prefetched("found.json", "t" * 32)
+print(started, ended < 1, held, sorted(os.path.relpath(p) for p in found))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forked analysis is Linux's")
+def test_the_forked_background_analysis_keeps_the_lock_and_no_pipe_of_flake8s(tmp_path):
+    """pre-commit reads flake8's output to its end: a background analysis holding that pipe would make it wait."""
+    write_package(tmp_path, PACKAGE)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADMODE_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", _FORKED_PREFETCH], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    started, prompt, held, found = done.stdout.strip().split(" ", 3)
+    assert (started, prompt, held) == ("True", "True", "True")
+    assert "pkg/kernels.py" in found
+
+
 def test_a_worker_takes_the_findings_of_this_runs_background_analysis(tmp_path, monkeypatch):
     from lints import engine
     from lints.flake8_plugin import GradModeChecker
