@@ -1,22 +1,24 @@
 """pre-commit's case: a commit that edits a few files of a big project, the caches warm.
 
     python bench/precommit_case.py                        # sglang-0.5.23, 5 files, 3 rounds
-    python bench/precommit_case.py --files 5 --rounds 5
+    python bench/precommit_case.py --files 5 --rounds 5 --before COMMIT
 
 Copies the corpus project (``bench/corpus.py``; with its marker) into a temporary folder, fills the
 caches with one untimed run of each command, then, each round, appends a new module-level line
 (``_precommit_edit_N = N``: a change the summaries see) to the same ``--files`` files spread over the tree,
 and times on those files, in turn:
 
-- ``cli``: ``python -m lints FILES -q`` (this checkout, its cache folder warm);
+- ``cli``: ``python -m lints FILES -q`` (this checkout, a cache folder of its own, warm);
 - ``flake8+GM``: ``flake8 --isolated --select E,F,W,GM FILES`` in this venv (the plugin installed; its
   cache warm);
 - ``flake8 E,F,W``: ``flake8 --isolated --select E,F,W FILES`` in this venv (the plugin installed, not selected);
 - ``bare flake8``: ``flake8 --isolated --select E,F,W FILES`` in a venv with flake8 alone
   (``.bench/venvs/flake8-bare``, made with pip on the first run).
 
-Prints each command's median wall seconds and its ratio to bare flake8 (issue 33's targets: the CLI at
-most 1.5x bare flake8; ``flake8+GM`` at most 1.3x ``flake8 E,F,W``).
+With ``--before COMMIT``, ``cli`` and ``flake8+GM`` also run with ``lints/`` of that commit (``git archive``) on
+PYTHONPATH, each with caches of its own, in the same rounds. Prints each command's median wall seconds and its
+ratio to bare flake8 (issue 33's targets: the CLI at most 1.5x bare flake8; ``flake8+GM`` at most 1.3x
+``flake8 E,F,W``).
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402
+from edit_reruns import snapshot  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BARE = REPO / ".bench" / "venvs" / "flake8-bare"
@@ -59,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", default="sglang-0.5.23", choices=sorted(corpus.CORPORA))
     parser.add_argument("--files", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", default=None, help="a commit whose lints/ runs beside this checkout's")
     args = parser.parse_args(argv)
     corpus.ensure(args.tree)
     package = corpus.CORPORA[args.tree][2]
@@ -70,16 +74,24 @@ def main(argv: list[str] | None = None) -> int:
         every = sorted((project / package).rglob("*.py"))
         step = max(1, len(every) // args.files)
         chosen = [str(p.relative_to(project)) for p in every[step // 2::step][:args.files]]
-        env = {k: v for k, v in os.environ.items() if k != "GRADMODE_CACHE_DIR"}
-        env["PYTHONPATH"] = str(REPO)
-        plugin_env = dict(env, GRADMODE_CACHE_DIR=str(Path(scratch) / "plugin-cache"))
-        commands = {
-            "cli": ([sys.executable, "-m", "lints", *chosen, "-q"], env),
-            "flake8+GM": ([str(flake8), "--isolated", "--select", "E,F,W,GM", *chosen], plugin_env),
-            "flake8 E,F,W": ([str(flake8), "--isolated", "--select", "E,F,W", *chosen], plugin_env),
-            "bare flake8": ([str(bare), "--isolated", "--select", "E,F,W", *chosen], env),
-        }
-        subprocess.run([sys.executable, "-m", "lints", package, "-q"], cwd=project, env=env, capture_output=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("GRADMODE_CACHE_DIR", "PYTHONDONTWRITEBYTECODE")}
+        tools = {"": REPO}
+        if args.before:
+            label = subprocess.run(["git", "rev-parse", "--short", args.before], cwd=REPO, capture_output=True,
+                                   text=True, check=True).stdout.strip()
+            tools[f" ({label})"] = Path(scratch) / "before"
+            snapshot(args.before, tools[f" ({label})"])
+        commands = {}
+        for suffix, tool in tools.items():
+            tool_env = dict(env, PYTHONPATH=str(tool))
+            caches = Path(scratch) / f"caches-{tool.name}"
+            commands[f"cli{suffix}"] = ([sys.executable, "-m", "lints", *chosen, "-q", "--cache-dir", str(caches)],
+                                        tool_env)
+            commands[f"flake8+GM{suffix}"] = ([str(flake8), "--isolated", "--select", "E,F,W,GM", *chosen],
+                                              dict(tool_env, GRADMODE_CACHE_DIR=str(caches)))
+        commands["flake8 E,F,W"] = ([str(flake8), "--isolated", "--select", "E,F,W", *chosen],
+                                    dict(env, PYTHONPATH=str(REPO)))
+        commands["bare flake8"] = ([str(bare), "--isolated", "--select", "E,F,W", *chosen], env)
         for command, command_env in commands.values():  # caches filled, imports warm
             timed(command, project, command_env)
         times: dict[str, list[float]] = {name: [] for name in commands}
@@ -93,10 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.tree}: {len(chosen)} files edited each round ({', '.join(chosen)}), {args.rounds} rounds")
         for name, values in times.items():
             median = statistics.median(values)
-            print(f"  {name:<14} median {median:7.2f} s  ({', '.join(f'{v:.2f}' for v in values)})  "
+            print(f"  {name:<22} median {median:7.2f} s  ({', '.join(f'{v:.2f}' for v in values)})  "
                   f"{median / base:6.2f}x bare flake8")
-        gm = statistics.median(times["flake8+GM"]) / statistics.median(times["flake8 E,F,W"])
-        print(f"  flake8+GM / flake8 E,F,W: {gm:.2f}x")
+        for suffix in tools:
+            gm = statistics.median(times[f"flake8+GM{suffix}"]) / statistics.median(times["flake8 E,F,W"])
+            print(f"  flake8+GM{suffix} / flake8 E,F,W: {gm:.2f}x")
     return 0
 
 
