@@ -171,8 +171,9 @@ class GradModeChecker:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another flake8 on this project: not twice
                 token = secrets.token_hex(16)
-                if not _forked_prefetch(root, config, results, token, fd):
-                    subprocess.Popen([sys.executable, "-m", "lints.flake8_plugin", root,
+                spelt = cls._spelt_as_the_cli_would(root)
+                if not _forked_prefetch(spelt, config, results, token, fd):
+                    subprocess.Popen([sys.executable, "-m", "lints.flake8_plugin", spelt,
                                       json.dumps(dataclasses.asdict(config)), results, token], pass_fds=(fd,),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 cls._prefetching[key] = (lock, results, token)  # the child holds the lock until it exits
@@ -292,10 +293,11 @@ class GradModeChecker:
             except ConfigError as exc:  # every file of the project says so, not only the first
                 cls._by_root[key] = found = _ConfigTrouble(config_start, exc)
                 return found
-            paths = [root, *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
+            spelt = cls._spelt_as_the_cli_would(root)
+            paths = [spelt, *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
             if key in cls._prefetching:
                 lock, results, token = cls._prefetching[key]
-                linted_there = paths == [root]  # what the background analysis linted
+                linted_there = paths == [spelt]  # what the background analysis linted
                 # written last: this run's token means the analysis is done (the lock may be another flake8's by now)
                 found = _prefetched(results, token) if linted_there else None
                 if found is None:
@@ -308,6 +310,18 @@ class GradModeChecker:
                     found.setdefault(os.path.abspath(item.path), []).append(item)
             cls._by_root[key] = found
         return found
+
+    @classmethod
+    def _spelt_as_the_cli_would(cls, root: str) -> str:
+        """A project's root as ``gradmode-lint`` spells it for the same paths: relative to the current folder where
+        they are. The cache keeps summaries and results by the paths' spelling, so a run of the CLI and one of
+        flake8 (pre-commit runs both from the top of the checkout) then share them, not replace each other's."""
+        if any(os.path.isabs(p) for p in cls._given()):
+            return root
+        try:
+            return os.path.relpath(root)
+        except ValueError:  # another drive (Windows)
+            return root
 
     @classmethod
     def _group_of(cls, filename: str) -> list[str]:

@@ -102,6 +102,21 @@ def test_plugin_reports_same_as_cli_on_a_multi_module_package(tmp_path):
     assert keys(again.stdout) == expected
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_the_cli_and_flake8_on_a_commits_files_share_the_cache_and_its_results(tmp_path, jobs):
+    """pre-commit runs both from the top of the checkout: flake8 reads what the CLI left (the same summaries, the
+    same results), and neither rewrites the other's (each run would otherwise be a cold one)."""
+    write_package(tmp_path, PACKAGE)
+    given = ["pkg/layer.py", "pkg/kernels.py"]
+    cli = run_module("lints", *given, cwd=tmp_path)
+    (cache,) = [path.parent for path in (tmp_path / ".gradmode_cache_test").glob("*/cache.sqlite3")]
+    results, rows = cache_fact(cache, "results"), cache_rows(cache)
+    flake8 = run_module("flake8", "--select", "GM", "--jobs", jobs, *given, cwd=tmp_path)
+    assert keys(flake8.stdout) == keys(cli.stdout) and ("pkg/kernels.py", 3, 10, "GM101") in keys(cli.stdout)
+    assert cache_fact(cache, "results") == results and cache_rows(cache) == rows
+    assert sorted(rows) == sorted(str(path.relative_to(tmp_path)) for path in (tmp_path / "pkg").glob("*.py"))
+
+
 def test_a_workers_prefetched_findings_are_this_runs_or_none(tmp_path):
     from lints.flake8_plugin import _prefetch_main, _prefetched
 
