@@ -49,8 +49,8 @@ def project_cache_folder(root: str) -> Optional[Path]:
         why = "git tracks it (a cache shipped with the checkout is not trusted)"
     else:
         return folder
-    if str(folder) not in _refused_caches_reported:
-        _refused_caches_reported.add(str(folder))
+    if os.path.abspath(folder) not in _refused_caches_reported:  # once, however the root is spelt
+        _refused_caches_reported.add(os.path.abspath(folder))
         warn(f"not using cache {folder}: {why}")
     return None
 

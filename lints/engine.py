@@ -112,12 +112,38 @@ class _RequestedSpelling:
         return spelt
 
 
-def _display_root(root: str, paths: Sequence[str]) -> str:
-    """The root spelt as the user spells paths: relative when they are, so findings keep their form."""
-    if paths and all(not os.path.isabs(p) for p in paths):
+def root_spelling(root: str, paths: Sequence[str], below_here_relative: bool = False) -> str:
+    """The root spelt as the user spells paths: relative when they are, so findings keep their form; with
+    ``below_here_relative``, also where it is the current folder or lies below it. The cache keeps summaries and
+    results by that spelling, and the notes of findings spell other files' places by it, so that an editor's
+    absolute path, flake8's and pre-commit's relative ones share one cache (as ruff, they print paths relative
+    to the current folder)."""
+    try:
         relative = os.path.relpath(root)
+    except ValueError:  # another drive (Windows)
+        return root
+    if paths and all(not os.path.isabs(p) for p in paths):
+        return relative
+    if below_here_relative and relative != os.pardir and not relative.startswith(os.pardir + os.sep):
         return relative
     return root
+
+
+def _spelt_from(path: str, given: str, root: str) -> str:
+    """``path``, found by a walk from ``given``, spelt from ``root``, the same folder spelt otherwise."""
+    tail = path[len(given):].lstrip(os.sep) if path.startswith(given) else os.path.relpath(path, given)
+    return os.path.normpath(os.path.join(root, tail))
+
+
+def _respelt_below(path: str, root: str) -> str:
+    """``path`` as a walk from ``root`` spells it, where it lies below the root and is spelt otherwise
+    (absolute against a relative root, or the reverse); else as it is."""
+    if os.path.isabs(path) == os.path.isabs(root):
+        return path
+    inside = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    if inside == os.pardir or inside.startswith(os.pardir + os.sep):
+        return path
+    return os.path.normpath(os.path.join(root, inside))
 
 
 def _source_bytes(entries: list[ProjectFile], overrides: dict[str, str]) -> int:
@@ -320,6 +346,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     from .analysis import ServingMode
 
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
+    given_overrides = overrides  # spelt as given (``overrides`` as the project's walk spells the files, below)
     forget_ignore_files()  # a run reads them afresh (the flake8 plugin runs many in one process)
     given = [p for p in paths if os.path.normpath(p) not in overrides]
     requested, errors = discover(given, config.exclude, stop_at=is_own_project, anchor=config.root,
@@ -347,7 +374,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             loose, found = True, os.path.dirname(found) if in_project else found
     elif in_project and not package_only(found):
         found = locator.outermost(found)
-    root = os.path.normpath(_display_root(found, paths))
+    root = os.path.normpath(root_spelling(found, paths, below_here_relative=not loose and not alone))
     packages = {r for p in paths for r, inside in [locator.locate(p)] if inside} if loose else set()
     folder = cache_folder(root, cache_dir, loose)
     if folder is None and packages:  # packages without a marker are cached as a project is, not in their folder
@@ -367,7 +394,11 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         entries = [ProjectFile(p, *module_name_for(p, base), text_key(p, overrides[p], max_bytes)
                                if p in overrides else "") for p in requested]
     else:
-        same_walk = len(given) == 1 and os.path.normpath(given[0]) == root and not errors
+        same_walk = len(given) == 1 and not errors and os.path.abspath(given[0]) == os.path.abspath(root)
+        if same_walk and os.path.normpath(given[0]) != root:  # the root given spelt otherwise (absolute)
+            walked = [_spelt_from(os.path.normpath(p), os.path.normpath(given[0]), root) for p in walked]
+        # an editor's buffer of a file below the root, spelt as the walk spells that file
+        overrides = {_respelt_below(p, root): text for p, text in overrides.items()}
         # the root's own walk names no file beyond it
         entries = project_files(root, config, () if same_walk and not overrides else requested, overrides,
                                 read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes,
@@ -436,12 +467,12 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             absolute = os.path.abspath(path)
             if absolute in problems:
                 errors.append(FileError(path, problems[absolute].message))
-            elif absolute not in summarised and path not in overrides:
+            elif absolute not in summarised and path not in given_overrides:
                 source = read_source(path, max_bytes)  # not in the project walk (a FIFO, an excluded file)
                 if isinstance(source, FileError):
                     errors.append(source)
     if apply_noqa and findings:
-        findings = without_suppressed(findings, text_reader(overrides))
+        findings = without_suppressed(findings, text_reader(given_overrides))
     errors.sort(key=lambda e: e.path)
     return ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole,
                       loose_members=members, loose_folder=os.path.abspath(found) if loose else None,

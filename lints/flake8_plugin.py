@@ -171,7 +171,7 @@ class GradModeChecker:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another flake8 on this project: not twice
                 token = secrets.token_hex(16)
-                spelt = cls._spelt_as_the_cli_would(root)
+                spelt = cls._spelt(root)
                 if not _forked_prefetch(spelt, config, results, token, fd):
                     subprocess.Popen([sys.executable, "-m", "lints.flake8_plugin", spelt,
                                       json.dumps(dataclasses.asdict(config)), results, token], pass_fds=(fd,),
@@ -293,11 +293,10 @@ class GradModeChecker:
             except ConfigError as exc:  # every file of the project says so, not only the first
                 cls._by_root[key] = found = _ConfigTrouble(config_start, exc)
                 return found
-            spelt = cls._spelt_as_the_cli_would(root)
-            paths = [spelt, *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
+            paths = [cls._spelt(root), *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
             if key in cls._prefetching:
                 lock, results, token = cls._prefetching[key]
-                linted_there = paths == [spelt]  # what the background analysis linted
+                linted_there = paths == [cls._spelt(root)]  # what the background analysis linted
                 # written last: this run's token means the analysis is done (the lock may be another flake8's by now)
                 found = _prefetched(results, token) if linted_there else None
                 if found is None:
@@ -312,16 +311,12 @@ class GradModeChecker:
         return found
 
     @classmethod
-    def _spelt_as_the_cli_would(cls, root: str) -> str:
-        """A project's root as ``gradmode-lint`` spells it for the same paths: relative to the current folder where
-        they are. The cache keeps summaries and results by the paths' spelling, so a run of the CLI and one of
-        flake8 (pre-commit runs both from the top of the checkout) then share them, not replace each other's."""
-        if any(os.path.isabs(p) for p in cls._given()):
-            return root
-        try:
-            return os.path.relpath(root)
-        except ValueError:  # another drive (Windows)
-            return root
+    def _spelt(cls, root: str) -> str:
+        """A project's root spelt as ``gradmode-lint`` spells it for the paths flake8 was given (``root_spelling``):
+        the cache keeps summaries and results by that spelling, so the two then share them."""
+        from .engine import root_spelling
+
+        return root_spelling(root, cls._given(), below_here_relative=True)
 
     @classmethod
     def _group_of(cls, filename: str) -> list[str]:

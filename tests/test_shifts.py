@@ -325,3 +325,26 @@ def test_a_cache_row_of_another_type_that_may_mention_the_name_is_no_carry(tmp_p
     workspace.write_text(workspace.read_text() + "_planted = 1\n")
     run, fresh = _lint(root), _lint(root, use_cache=False)
     assert run.analysis is not None and _everything(run) == _everything(fresh)
+
+
+def test_an_editors_absolute_path_shares_the_cache_of_relative_runs(tmp_path):
+    """An editor names the file by its absolute path, pre-commit and the CLI by a relative one: one cache serves
+    both (the same rows, the same results), and an unsaved edit that moves code is carried, not analysed."""
+    from .helpers import cache_fact, cache_rows
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    cold = _lint(root)
+    (cache,) = [path.parent for path in (root / ".gradmode_cache").glob("**/cache.sqlite3")]
+    rows, results = cache_rows(cache), cache_fact(cache, "results")
+    workspace = root / "engine" / "workspace.py"
+    with chdir(root):
+        whole = lint_project([str(root)], Config())
+        saved = lint_project([str(workspace)], Config(), overrides={str(workspace): workspace.read_text()})
+        edited = lint_project([str(workspace)], Config(), overrides={str(workspace): "# edited\n" + workspace.read_text()})
+        fresh = lint_project([str(workspace)], Config(), overrides={str(workspace): "# edited\n" + workspace.read_text()},
+                             use_cache=False)
+    assert whole.analysis is None and saved.analysis is None and edited.analysis is None  # a hit, a hit, a carry
+    assert [(f.path, *_everything(f_run)[i][1:]) for f_run in [whole] for i, f in enumerate(f_run.findings)] == \
+        [(str(root / f.path), *_everything(cold)[i][1:]) for i, f in enumerate(cold.findings)]
+    assert any(f.path == str(workspace) for f in edited.findings) and _everything(edited) == _everything(fresh)
+    assert cache_rows(cache) == rows and cache_fact(cache, "results") == results
