@@ -14,7 +14,8 @@ folder of its own. Each round times, tool by tool in turn: a cold run (empty cac
 - ``new statement``: ``_edit = 1`` appended (a change the summaries see: a constant no other code names);
 - ``new function``: a function appended that calls a method (a change of the project's facts);
 - ``stdin, comment on top``: the file's text with a comment on top given on stdin (``--stdin-filename``),
-  the file on disk as it was: an editor's unsaved buffer.
+  the file on disk as it was: an editor's unsaved buffer;
+- ``stdin, absolute path``: the same, the file named by its absolute path, as editors name it.
 
 Prints each run's median seconds and its share of the same tool's cold median, and checks that both tools
 print the same findings after every edit. Run: ``python -m lints PACKAGE -q --format concise``.
@@ -100,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         snapshot(None, tools["after"])
         path = project / args.file
         original = path.read_text(encoding="utf-8")
-        kinds = ["cold", *EDITS, "stdin, comment on top"]
+        stdin_names = {"stdin, comment on top": args.file, "stdin, absolute path": str(project / args.file)}
+        kinds = ["cold", *EDITS, *stdin_names]
         times = {(name, kind): [] for name in tools for kind in kinds}
         mismatches = []
         for _ in range(args.rounds):
@@ -119,12 +121,13 @@ def main(argv: list[str] | None = None) -> int:
                     outputs.setdefault(kind, {})[name] = out
                     path.write_text(original, encoding="utf-8")
                     run(tool, cache, project, [package])  # the cache back to the file as it was
-            for name, tool in tools.items():
-                cache = scratch / f"cache-{tool.name}"
-                seconds, out = run(tool, cache, project, ["--stdin-filename", args.file, "-"],
-                                   stdin=EDITS["comment on top"](original))
-                times[name, "stdin, comment on top"].append(seconds)
-                outputs.setdefault("stdin, comment on top", {})[name] = out
+            for kind, stdin_name in stdin_names.items():
+                for name, tool in tools.items():
+                    cache = scratch / f"cache-{tool.name}"
+                    seconds, out = run(tool, cache, project, ["--stdin-filename", stdin_name, "-"],
+                                       stdin=EDITS["comment on top"](original))
+                    times[name, kind].append(seconds)
+                    outputs.setdefault(kind, {})[name] = out
             mismatches += [kind for kind, by_tool in outputs.items() if len(set(by_tool.values())) != 1]
         print(f"{args.tree}: {args.file} edited; {args.rounds} rounds; medians (runs)")
         print("| run | " + " | ".join(f"{name} s | / cold" for name in tools) + " |")
