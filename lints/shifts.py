@@ -31,7 +31,7 @@ _SUMMARY_FIELDS = frozenset({"schema", "path", "module", "package", "functions",
 _FUNCTION_FIELDS = frozenset({"name", "qual", "line", "col", "cls", "parent", "params", "ann", "defaults", "dec",
                               "calls", "withs", "rets", "assigns", "guards", "imports", "globals", "locals",
                               "nested", "notable", "blocks", "ret", "deferred", "asserts",
-                              "other_binds"})
+                              "other_binds", "taken"})
 _CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope", "fields", "record_fields",
                            "makers", "aliases"})
 NO_COLUMN = -1

@@ -19,7 +19,7 @@ from .names import is_notable_call
 from .sources import source_lines
 from .syntax_children import push_children
 from .summary_records import (MODULE_SCOPE, SCHEMA, Assertion, Assign, Call, Decorator, Guard, Item, Return, With,
-                              callee_leaf)
+                              callee_leaf, values_taken)
 
 _UNKNOWN = ["?"]
 _FRESH = ["f"]
@@ -93,7 +93,7 @@ def _new_function(name: str, qual: str, line: int, col: int, cls: Optional[str],
     return {"name": name, "qual": qual, "line": line, "col": col, "cls": cls, "parent": parent,
             "params": [], "ann": {}, "defaults": {}, "dec": [], "calls": [], "withs": [], "rets": [],
             "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [],
-            "notable": [], "blocks": [], "deferred": [], "asserts": [], "other_binds": []}
+            "notable": [], "blocks": [], "deferred": [], "asserts": [], "other_binds": [], "taken": []}
 
 
 class _Summarizer:
@@ -717,6 +717,8 @@ def _summarize(statements: Iterable[ast.stmt], text: str, path: str, module: str
     top = _new_function(MODULE_SCOPE, MODULE_SCOPE, 1, 0, None, None)
     worker.functions[MODULE_SCOPE] = top
     worker.body(statements, _Scope(top, MODULE_SCOPE))
+    for fn in worker.functions.values():
+        fn["taken"] = values_taken(fn)
     return {"schema": SCHEMA, "path": path, "module": module, "package": bool(is_package),
             "functions": worker.functions, "classes": worker.classes, "star": worker.star_imports}
 

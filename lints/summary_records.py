@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple, Optional
 
-SCHEMA = 16
+SCHEMA = 17
 MODULE_SCOPE = "<module>"
 
 # Records are NamedTuples: named fields, and still JSON arrays (summaries of a large tree are tens of MB of
@@ -130,6 +130,7 @@ def with_records(summary: dict) -> dict:
 # A function's "deferred": the indices of its calls written in a lambda's body or in a comprehension's lazy
 # parts (its element, its tests, every iterable but the first): they run later, any number of times, or never,
 # not where the statement holding them runs.
+# A function's "taken": ``values_taken`` of it, sorted (its records' part of ``unnamed_calls``' question).
 # A function's "notable": the indices of its calls that ``names.is_notable_call`` names (a callee's name
 # ending in a word of ``names.NOTABLE_CALL_LEAVES``, ``f().new_empty(...)`` included; an in-place update;
 # ``out=``), in order.
@@ -258,6 +259,39 @@ def objects_in(value: list) -> list[tuple]:
         return []
     parts = value[1] if value[0] in "tb" else value[1:]
     return [key for part in parts if part for key in objects_in(part)]
+
+
+def values_taken(fn: dict) -> list[str]:
+    """The attribute names the function stores, returns or hands to a call as values (``[s.load]``,
+    ``Thread(target=s.load)``: a bound method is an attribute), and those it names to ``operator.methodcaller``
+    or ``attrgetter``: its part of what ``unnamed_calls`` asks of a method's name, made with its summary."""
+    taken: set[str] = set()
+
+    def note(value: list) -> None:
+        tag = value[0]
+        if tag == "n":  # most values: a name, a call, a constant
+            name = value[1]
+            dot = name.rfind(".")
+            if dot > 0:
+                taken.add(name[dot + 1:])
+        elif tag != "c" and tag != "k":  # what a display, `a or b`, a lambda holds
+            for part_tag, name in objects_in(value):
+                if part_tag == "n" and "." in name:
+                    taken.add(name[name.rfind(".") + 1:])
+
+    for fact in fn["assigns"]:
+        note(fact.value)
+    for ret in fn["rets"]:
+        note(ret.value)
+    for call in fn["calls"]:
+        for arg in call.args:
+            note(arg)
+        for arg in call.kwargs.values():
+            note(arg)
+        if call.func[0] == "n" and call.func[1].endswith(("methodcaller", "attrgetter")) and call.args \
+                and call.args[0][0] == "k" and isinstance(call.args[0][1], str):
+            taken.add(call.args[0][1].rpartition(".")[2])
+    return sorted(taken)
 
 
 def enclosing_withs(fn: dict, with_index: int) -> Iterator[int]:

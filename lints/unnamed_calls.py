@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Optional
 
 from .project import Project
-from .summary_records import objects_in
 
 
 class UnnamedCalls:
@@ -25,38 +24,13 @@ class UnnamedCalls:
             or name in self._values_taken() or self._dispatches_by_name(self.project.class_of(fid))
 
     def _values_taken(self) -> frozenset[str]:
-        """The attribute names the project stores, returns or hands to a call as values anywhere (``[s.load]``,
-        ``Thread(target=s.load)``), binds under another name in a class body (``refresh = load``), or names to
-        ``operator.methodcaller`` or ``attrgetter``: one pass, the first time."""
+        """The attribute names the project stores, returns or hands to a call as values anywhere, or names to
+        ``operator.methodcaller`` or ``attrgetter`` (each function's ``values_taken``, made with its summary), or
+        binds under another name in a class body (``refresh = load``); asked of methods' names only."""
         if self._taken_as_values is None:
             taken: set[str] = set()
-            methods = set(self.project.method_names())
-
-            def note(value: list) -> None:
-                tag = value[0]
-                if tag == "n":  # most values: a name, a call, a constant
-                    name = value[1]
-                    dot = name.rfind(".")
-                    if dot > 0 and name[dot + 1:] in methods:  # a bound method is an attribute (`self.validate`)
-                        taken.add(name[dot + 1:])
-                elif tag != "c" and tag != "k":  # what a display, `a or b`, a lambda holds
-                    for part_tag, name in objects_in(value):
-                        if part_tag == "n" and name[name.rfind(".") + 1:] in methods and "." in name:
-                            taken.add(name[name.rfind(".") + 1:])
-
             for _summary, fn in self.project.functions.values():
-                for fact in fn["assigns"]:
-                    note(fact.value)
-                for ret in fn["rets"]:
-                    note(ret.value)
-                for call in fn["calls"]:
-                    for arg in call.args:  # `Thread(target=obj.load)`, on an object of a class not known
-                        note(arg)
-                    for arg in call.kwargs.values():
-                        note(arg)
-                    if call.func[0] == "n" and call.func[1].endswith(("methodcaller", "attrgetter")) and call.args \
-                            and call.args[0][0] == "k" and isinstance(call.args[0][1], str):
-                        taken.add(call.args[0][1].rpartition(".")[2])
+                taken.update(fn["taken"])
             for _summary, cls in self.project.classes.values():
                 taken.update(value.rpartition(".")[2] for value in cls.get("aliases", {}).values())
             self._taken_as_values = frozenset(taken)

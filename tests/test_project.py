@@ -820,3 +820,41 @@ def test_module_names_worked_out_per_folder_are_each_file_s(tmp_path, monkeypatc
     base = os.path.abspath("root")
     assert module_names_for(paths, base) == [module_name_for(p, base) for p in paths]
     assert module_names_for(paths, base)[3] == ("pkg.sub.b.c", False)
+
+
+def test_a_method_taken_as_a_value_may_run_where_no_call_names_it():
+    """``UnnamedCalls``: a method stored, returned, handed to a call (positionally, by keyword, in a display), named
+    to ``methodcaller`` or ``attrgetter``, or aliased in a class body may run unnamed; one only called may not."""
+    from lints.project import Project
+    from lints.summary import summarize
+    from lints.summary_records import with_records
+    from lints.unnamed_calls import UnnamedCalls
+
+    source = '''import operator, threading
+class Worker:
+    def stored(self): ...
+    def returned(self): ...
+    def positional(self): ...
+    def keyword(self): ...
+    def displayed(self): ...
+    def by_caller(self): ...
+    def by_getter(self): ...
+    def aliased(self): ...
+    def only_called(self): ...
+    refresh = aliased
+    def run(self):
+        self.callback = self.stored
+        threading.Thread(None, self.positional).start()
+        threading.Thread(target=self.keyword).start()
+        hooks = [self.displayed]
+        operator.methodcaller("by_caller")(self)
+        operator.attrgetter("x.by_getter")(self)
+        self.only_called()
+        return self.returned
+'''
+    summary = with_records(summarize(source, "pkg/work.py", "pkg.work"))
+    unnamed = UnnamedCalls(Project([summary]))
+    runs_unnamed = {fn["name"] for fid, (_, fn) in unnamed.project.functions.items()
+                    if fn["cls"] is not None and unnamed.may_run_unnamed(fid)}
+    assert runs_unnamed == {"stored", "returned", "positional", "keyword", "displayed", "by_caller", "by_getter",
+                            "aliased"}
