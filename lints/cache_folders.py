@@ -75,7 +75,7 @@ def _tracked_by_git(folder: Path) -> bool:
     only inside a git checkout and once per process; False where git is missing or cannot tell (a
     repository of another user's, which git refuses). The checkout's own configuration cannot make
     git run a command of its (``core.fsmonitor`` is set off on the command line, which wins)."""
-    key = str(folder)
+    key = os.path.abspath(folder)  # however the root is spelt
     if key not in _tracked:
         git = shutil.which("git")
         _tracked[key] = False

@@ -140,7 +140,10 @@ def _respelt_below(path: str, root: str) -> str:
     (absolute against a relative root, or the reverse); else as it is."""
     if os.path.isabs(path) == os.path.isabs(root):
         return path
-    inside = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    try:
+        inside = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    except ValueError:  # another drive (Windows)
+        return path
     if inside == os.pardir or inside.startswith(os.pardir + os.sep):
         return path
     return os.path.normpath(os.path.join(root, inside))
@@ -397,10 +400,12 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         same_walk = len(given) == 1 and not errors and os.path.abspath(given[0]) == os.path.abspath(root)
         if same_walk and os.path.normpath(given[0]) != root:  # the root given spelt otherwise (absolute)
             walked = [_spelt_from(os.path.normpath(p), os.path.normpath(given[0]), root) for p in walked]
-        # an editor's buffer of a file below the root, spelt as the walk spells that file
+        # an editor's buffer of a file below the root, and a file given that the walk skips, spelt as a walk from
+        # the root spells them
         overrides = {_respelt_below(p, root): text for p, text in overrides.items()}
         # the root's own walk names no file beyond it
-        entries = project_files(root, config, () if same_walk and not overrides else requested, overrides,
+        extra = () if same_walk and not overrides else [_respelt_below(p, root) for p in requested]
+        entries = project_files(root, config, extra, overrides,
                                 read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes,
                                 known_keys=cache.known_keys() if cache is not None else None,
                                 walked=walked if same_walk else None)

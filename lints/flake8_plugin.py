@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Any, ClassVar, Iterator, Optional, Sequence
+from typing import Any, ClassVar, Iterator, NoReturn, Optional, Sequence
 
 from . import __version__
 from .model import FileError
@@ -296,7 +296,8 @@ class GradModeChecker:
             paths = [cls._spelt(root), *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
             if key in cls._prefetching:
                 lock, results, token = cls._prefetching[key]
-                linted_there = paths == [cls._spelt(root)]  # what the background analysis linted
+                # what the background analysis linted (a folder given outside any project: spelt as given)
+                linted_there = [os.path.abspath(p) for p in paths] == [os.path.abspath(cls._spelt(root))]
                 # written last: this run's token means the analysis is done (the lock may be another flake8's by now)
                 found = _prefetched(results, token) if linted_there else None
                 if found is None:
@@ -419,21 +420,37 @@ def _forked_prefetch(root: str, config: Config, results: str, token: str, lock_f
     except OSError:
         return False
     if pid:
+        try:
+            os.waitpid(pid, 0)  # it ends at once: no zombie of ours is left in flake8
+        except ChildProcessError:
+            pass
         return True
+    try:  # the child: forks the analysis and ends, never returning to flake8
+        if os.fork() == 0:
+            _analyse_in_background(root, config, results, token, lock_fd)
+    finally:
+        os._exit(0)
+
+
+def _analyse_in_background(root: str, config: Config, results: str, token: str, lock_fd: int) -> NoReturn:
+    """The forked analysis: the lock kept, no other file of flake8's, its standard streams /dev/null."""
+    import fcntl
+
     status = 1
-    try:  # the child: never returns to flake8
+    try:
+        lock = fcntl.fcntl(lock_fd, fcntl.F_DUPFD_CLOEXEC, 3)  # the same lock, on no standard stream's number
         null = os.open(os.devnull, os.O_RDWR)
         for stream in (0, 1, 2):
             os.dup2(null, stream)
-        os.closerange(3, lock_fd)
-        os.closerange(lock_fd + 1, _MAX_INHERITED_FD)
+        os.closerange(3, lock)
+        os.closerange(lock + 1, _MAX_FD)
         status = _prefetch(root, config, results, token)
     finally:
         os._exit(status)  # no atexit handler of flake8's, no flushing of its buffered output
 
 
-# File descriptors at or above this are not looked for in the forked child (os.closerange asks the kernel once).
-_MAX_INHERITED_FD = 1 << 16
+# Past every descriptor a process can hold: os.closerange asks the kernel (close_range) or reads /proc/self/fd.
+_MAX_FD = (1 << 31) - 1
 
 
 def _prefetch_main(root: str, config_json: str, results: str, token: str) -> int:

@@ -153,7 +153,9 @@ def slow_prefetch(*args):
     return prefetch(*args)
 
 prefetch, flake8_plugin._prefetch = flake8_plugin._prefetch, slow_prefetch
+os.close(0)  # flake8 started without stdin: the lock takes descriptor 0, which the analysis points at /dev/null
 lock = os.open("found.lock", os.O_RDWR | os.O_CREAT)
+assert lock == 0
 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
 read_end, write_end = os.pipe()
 kept_stdout = os.dup(1)
@@ -162,6 +164,11 @@ started = flake8_plugin._forked_prefetch("pkg", Config(), "found.json", "t" * 32
 os.dup2(kept_stdout, 1)
 os.close(write_end)
 os.close(lock)
+try:
+    os.waitpid(-1, os.WNOHANG)
+    zombie = True
+except ChildProcessError:  # no child of ours left: the analysis runs as no process's child of flake8
+    zombie = False
 begun = time.monotonic()
 assert os.read(read_end, 1) == b""  # the child holds no end of the pipe
 ended = time.monotonic() - begun
@@ -173,20 +180,22 @@ except BlockingIOError:
     held = True
 fcntl.flock(lock, fcntl.LOCK_SH)  # the child's lock: free once it is done
 found = flake8_plugin._prefetched("found.json", "t" * 32)
-print(started, ended < 1, held, sorted(os.path.relpath(p) for p in found))
+print(started, ended < 1, held, zombie, sorted(os.path.relpath(p) for p in found))
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forked analysis is Linux's")
 def test_the_forked_background_analysis_keeps_the_lock_and_no_pipe_of_flake8s(tmp_path):
-    """pre-commit reads flake8's output to its end: a background analysis holding that pipe would make it wait."""
+    """pre-commit reads flake8's output to its end: a background analysis holding that pipe would make it wait. The
+    lock stays held (even on a standard stream's descriptor) until the analysis is done, and no child is left for
+    flake8 to reap."""
     write_package(tmp_path, PACKAGE)
     env = dict(os.environ, PYTHONPATH=str(ROOT), GRADMODE_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run([sys.executable, "-c", _FORKED_PREFETCH], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    started, prompt, held, found = done.stdout.strip().split(" ", 3)
-    assert (started, prompt, held) == ("True", "True", "True")
+    started, prompt, held, zombie, found = done.stdout.strip().split(" ", 4)
+    assert (started, prompt, held, zombie) == ("True", "True", "True", "False")
     assert "pkg/kernels.py" in found
 
 

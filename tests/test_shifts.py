@@ -348,3 +348,26 @@ def test_an_editors_absolute_path_shares_the_cache_of_relative_runs(tmp_path):
         [(str(root / f.path), *_everything(cold)[i][1:]) for i, f in enumerate(cold.findings)]
     assert any(f.path == str(workspace) for f in edited.findings) and _everything(edited) == _everything(fresh)
     assert cache_rows(cache) == rows and cache_fact(cache, "results") == results
+
+
+def test_an_editors_absolute_buffer_of_a_file_the_walk_skips_is_the_text_analysed(tmp_path):
+    """A buffer named by its absolute path for a file the project's walk does not find (in an excluded folder, or
+    not saved yet) is linted as the buffer, as one named relative is."""
+    root = write_package(tmp_path / "repo", REVERSE)
+    _lint(root)
+    (root / "gen").mkdir()
+    (root / "gen" / "old.py").write_text("def nothing():\n    return 1\n")
+    from .helpers import FIXTURES
+
+    buffer = (FIXTURES / "lint" / "sglang_buggy.py").read_text()
+    config = Config(exclude=("gen",))
+    for name in ("gen/old.py", "gen/new.py"):
+        runs = []
+        for given in (name, str(root / name)):
+            with chdir(root):
+                runs.append(lint_project([given], config, overrides={given: buffer}))
+        relative, absolute = runs
+        expected = [("GM202", 16), ("GM202", 21), ("GM101", 41), ("GM103", 50)]
+        assert [(f.path, f.code, f.line) for f in relative.findings] == [(name, *e) for e in expected]
+        assert [(f.path, f.code, f.line) for f in absolute.findings] == [(str(root / name), *e) for e in expected]
+        assert not relative.errors and not absolute.errors
