@@ -8,7 +8,10 @@ The packages (``bench/corpus.py``) are copied side by side into a temporary fold
 empty cache), then again after ``_edit = 1`` is appended to one file (a change the summaries see). Peak RSS is
 the largest process's (``ru_maxrss`` of the waited children). Then, in one process on each project's cached
 summaries, the seconds of each part of the analysis (``lints.engine.analyse`` in one process, its parts
-timed), with the source's growth (lines, calls) beside them.
+timed), with the source's growth (lines, calls) beside them. With ``--each``, every tree is also linted alone as a
+project of its own and its parts timed the same way: the sum of the trees alone against the whole tells growth
+that is the project's size (whole / sum above 1) from growth that is the trees' mix (sglang alone is cheaper per
+call than transformers).
 """
 from __future__ import annotations
 
@@ -90,6 +93,7 @@ def _parts(cache: Path, env: dict) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trees", nargs="*", default=TREES)
+    parser.add_argument("--each", action="store_true", help="also time each tree's parts as a project of its own")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k not in ("GRADMODE_CACHE_DIR", "PYTHONDONTWRITEBYTECODE")}
     env["PYTHONPATH"] = str(REPO)
@@ -105,6 +109,14 @@ def main() -> int:
                 shutil.copytree(package, alone / package.name)
         for project in (alone, whole):
             (project / "pyproject.toml").write_text("[tool.gradmode]\n")
+        each = {}
+        if args.each:
+            for tree, package in zip(args.trees, packages):
+                own = Path(scratch) / f"each-{package}"
+                shutil.copytree(whole / package, own / package)
+                (own / "pyproject.toml").write_text("[tool.gradmode]\n")
+                _timed([sys.executable, "-m", "lints", package, "-q", "--no-libraries"], own, env)  # its cache
+                each[tree] = _parts(own / ".gradmode_cache" / "cache.sqlite3", env)
         command = [sys.executable, "-m", "lints", *packages, "-q", "--format", "concise", "--no-libraries"]
         cold, peak = _timed(command, whole, env)
         with open(whole / EDITED, "a", encoding="utf-8") as handle:
@@ -125,6 +137,15 @@ def main() -> int:
         print(f"| {name} | {small[name]} | {large[name]} | {large[name] / max(small[name], 0.01):.1f}x |")
     print(f"| (source: lines, calls) | {lines[0]:,}; {small['calls']:,} | {lines[1]:,}; {large['calls']:,} | "
           f"{lines[1] / lines[0]:.1f}x; {large['calls'] / small['calls']:.1f}x |")
+    if each:
+        print()
+        print("| part | " + " | ".join(f"{tree} s" for tree in each) + " | sum s | whole s | whole / sum |")
+        print("| --- |" + " --- |" * (len(each) + 3))
+        for name in small:
+            total = sum(parts[name] for parts in each.values())
+            cells = " | ".join(f"{parts[name]:,}" for parts in each.values())
+            ratio = f"{large[name] / total:.2f}x" if name != "calls" else "-"
+            print(f"| {name} | {cells} | {round(total, 2):,} | {large[name]:,} | {ratio} |")
     return 0
 
 
