@@ -68,6 +68,7 @@ analysis.buffers.allocations; mark("allocations")
 analysis.kept_buffers; mark("updates")
 engine.run_rules(analysis, config); mark("rules")
 parts["calls"] = sum(len(fn["calls"]) for _, fn in project.functions.values())
+parts["edges"] = sum(len(graph.runs(fid)) for fid in project.functions)
 print(json.dumps(parts))
 '''
 
@@ -132,11 +133,12 @@ def main() -> int:
     print(f"| part | {args.trees[0]} s | whole s | growth |")
     print("| --- | --- | --- | --- |")
     for name in small:
-        if name == "calls":
+        if name in ("calls", "edges"):
             continue
         print(f"| {name} | {small[name]} | {large[name]} | {large[name] / max(small[name], 0.01):.1f}x |")
     print(f"| (source: lines, calls) | {lines[0]:,}; {small['calls']:,} | {lines[1]:,}; {large['calls']:,} | "
           f"{lines[1] / lines[0]:.1f}x; {large['calls'] / small['calls']:.1f}x |")
+    print(f"| (call graph edges) | {small['edges']:,} | {large['edges']:,} | {large['edges'] / small['edges']:.1f}x |")
     if each:
         print()
         print("| part | " + " | ".join(f"{tree} s" for tree in each) + " | sum s | whole s | whole / sum |")
@@ -144,7 +146,7 @@ def main() -> int:
         for name in small:
             total = sum(parts[name] for parts in each.values())
             cells = " | ".join(f"{parts[name]:,}" for parts in each.values())
-            ratio = f"{large[name] / total:.2f}x" if name != "calls" else "-"
+            ratio = f"{large[name] / total:.2f}x"
             print(f"| {name} | {cells} | {round(total, 2):,} | {large[name]:,} | {ratio} |")
     return 0
 
