@@ -129,24 +129,17 @@ def root_spelling(root: str, paths: Sequence[str], below_here_relative: bool = F
     return root
 
 
-def _spelt_from(path: str, given: str, root: str) -> str:
-    """``path``, found by a walk from ``given``, spelt from ``root``, the same folder spelt otherwise."""
-    tail = path[len(given):].lstrip(os.sep) if path.startswith(given) else os.path.relpath(path, given)
-    return os.path.normpath(os.path.join(root, tail))
-
-
-def _respelt_below(path: str, root: str) -> str:
+def _respelt_below(path: str, root: str, top: Optional[str] = None) -> str:
     """``path`` as a walk from ``root`` spells it, where it lies below the root and is spelt otherwise
-    (absolute against a relative root, or the reverse); else as it is."""
+    (absolute against a relative root, or the reverse); else as it is. ``top``: ``abspath(root)``, where the
+    caller has it."""
     if os.path.isabs(path) == os.path.isabs(root):
         return path
-    try:
-        inside = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
-    except ValueError:  # another drive (Windows)
+    top = top or os.path.abspath(root)
+    absolute = path if os.path.isabs(path) else os.path.abspath(path)
+    if not absolute.startswith(os.path.join(top, "")):
         return path
-    if inside == os.pardir or inside.startswith(os.pardir + os.sep):
-        return path
-    return os.path.normpath(os.path.join(root, inside))
+    return os.path.normpath(os.path.join(root, absolute[len(top):].lstrip(os.sep)))
 
 
 def _source_bytes(entries: list[ProjectFile], overrides: dict[str, str]) -> int:
@@ -397,14 +390,15 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         entries = [ProjectFile(p, *module_name_for(p, base), text_key(p, overrides[p], max_bytes)
                                if p in overrides else "") for p in requested]
     else:
-        same_walk = len(given) == 1 and not errors and os.path.abspath(given[0]) == os.path.abspath(root)
+        top = os.path.abspath(root)
+        same_walk = len(given) == 1 and not errors and os.path.abspath(given[0]) == top
         if same_walk and os.path.normpath(given[0]) != root:  # the root given spelt otherwise (absolute)
-            walked = [_spelt_from(os.path.normpath(p), os.path.normpath(given[0]), root) for p in walked]
+            walked = [_respelt_below(os.path.normpath(p), root, top) for p in walked]
         # an editor's buffer of a file below the root, and a file given that the walk skips, spelt as a walk from
         # the root spells them
-        overrides = {_respelt_below(p, root): text for p, text in overrides.items()}
+        overrides = {_respelt_below(p, root, top): text for p, text in overrides.items()}
         # the root's own walk names no file beyond it
-        extra = () if same_walk and not overrides else [_respelt_below(p, root) for p in requested]
+        extra = () if same_walk and not overrides else [_respelt_below(p, root, top) for p in requested]
         entries = project_files(root, config, extra, overrides,
                                 read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes,
                                 known_keys=cache.known_keys() if cache is not None else None,

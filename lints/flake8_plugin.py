@@ -293,11 +293,12 @@ class GradModeChecker:
             except ConfigError as exc:  # every file of the project says so, not only the first
                 cls._by_root[key] = found = _ConfigTrouble(config_start, exc)
                 return found
-            paths = [cls._spelt(root), *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
+            spelt = cls._spelt(root)
+            paths = [spelt, *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
             if key in cls._prefetching:
                 lock, results, token = cls._prefetching[key]
                 # what the background analysis linted (a folder given outside any project: spelt as given)
-                linted_there = [os.path.abspath(p) for p in paths] == [os.path.abspath(cls._spelt(root))]
+                linted_there = [os.path.abspath(p) for p in paths] == [os.path.abspath(spelt)]
                 # written last: this run's token means the analysis is done (the lock may be another flake8's by now)
                 found = _prefetched(results, token) if linted_there else None
                 if found is None:

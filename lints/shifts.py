@@ -166,7 +166,7 @@ def _mentions(summary: dict, names: set[str]) -> bool:
         text = encode_json(summary)
     except (ValueError, RecursionError):
         return True
-    return any(mentions(text, name) for name in names)
+    return mentions(text, *names)
 
 
 def read_elsewhere(summary, name: str) -> bool:
@@ -198,10 +198,10 @@ def mentioned_elsewhere_by(library_words: Iterable[str], changed: dict[str, tupl
     return mentioned
 
 
-def mentions(text: str, name: str) -> bool:
-    """Whether the JSON ``text`` holds the identifier ``name`` as a word (``words_in``): ``_edit`` is not in
-    ``post_edit_steps``."""
-    return name in text and name in words_in(text)
+def mentions(text: str, *names: str) -> bool:
+    """Whether the JSON ``text`` holds one of the identifiers ``names`` as a word (``words_in``, taken once):
+    ``_edit`` is not in ``post_edit_steps``."""
+    return any(name in text for name in names) and not words_in(text).isdisjoint(names)
 
 
 class _Unmoved(Exception):

@@ -291,13 +291,13 @@ class SummaryCache:
                 continue
             try:
                 text = self._texts.get(path) or encode_json(entry[1])
-                words = self._words.get(path) if path in self._texts else None
             except (ValueError, RecursionError) as exc:  # a summary JSON cannot hold: that file is not cached
                 failed = f"{type(exc).__name__}: {exc}"
                 rows.append(("DELETE FROM summaries WHERE path = ?", (_as_bytes(path),)))
                 continue
             rows.append(("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
-                         (_as_bytes(path), entry[0], self._stamp_of(path, entry[0]), words or row_words(text), text)))
+                         (_as_bytes(path), entry[0], self._stamp_of(path, entry[0]),
+                          self._words.get(path) or row_words(text), text)))
         written = set(self._changed if not self._rewrite else self._entries)
         if not self._rewrite:  # stamps learnt of rows that stay as they are
             rows += [("UPDATE summaries SET stamp = ? WHERE path = ? AND key = ?",

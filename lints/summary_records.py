@@ -267,17 +267,10 @@ def values_taken(fn: dict) -> list[str]:
     or ``attrgetter``: its part of what ``unnamed_calls`` asks of a method's name, made with its summary."""
     taken: set[str] = set()
 
-    def note(value: list) -> None:
-        tag = value[0]
-        if tag == "n":  # most values: a name, a call, a constant
-            name = value[1]
-            dot = name.rfind(".")
-            if dot > 0:
-                taken.add(name[dot + 1:])
-        elif tag != "c" and tag != "k":  # what a display, `a or b`, a lambda holds
-            for part_tag, name in objects_in(value):
-                if part_tag == "n" and "." in name:
-                    taken.add(name[name.rfind(".") + 1:])
+    def note(value: list) -> None:  # the value, or what a display, `a or b`, a lambda holds
+        for tag, name in objects_in(value):
+            if tag == "n" and "." in name:
+                taken.add(name.rpartition(".")[2])
 
     for fact in fn["assigns"]:
         note(fact.value)

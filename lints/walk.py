@@ -15,11 +15,8 @@ from .model import FileError
 from .sources import NOT_REGULAR, is_regular_file
 
 
-def _excluded(name: str, full: str, exclude: tuple[str, ...], anchor: str, relative: Optional[str] = None) -> bool:
-    """``relative``: ``relative_to(full, anchor)`` where the caller knows it already."""
-    if not exclude:
-        return False
-    return _exclusion(exclude)(name, relative_to(full, anchor) if relative is None else relative)
+def _excluded(name: str, full: str, exclude: tuple[str, ...], anchor: str) -> bool:
+    return bool(exclude) and _exclusion(exclude)(name, relative_to(full, anchor))
 
 
 @functools.lru_cache(maxsize=64)
