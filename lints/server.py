@@ -10,7 +10,9 @@ the document's text as analysed, and ``# noqa: CODE`` for the line. What is anal
 become diagnostics and actions: ``lints/server_workspace.py``; here, the protocol.
 
 Summaries are kept in memory between runs (``MemorySummaries``): an edit re-summarises the edited
-file alone, then the project analysis and the rules run again over all of them.
+file alone, then the project analysis and the rules run again over all of them. What memory lacks is
+read from the project's cache folder, never written: where the CLI or a hook left it warm, the first
+analysis is a hit or a carry, not a cold run.
 
 A front end: it imports the engine and what the front ends share, no other front end.
 """

@@ -18,11 +18,11 @@ from pygls.uris import from_fs_path, to_fs_path
 from .command_line import configs_for_paths
 from .engine import lint_project
 from .model import FileError, Finding
-from .options import Config
+from .options import Config, default_cache_dir
 from .output import chain_of
 from .sources import read_source, source_from_text, source_lines
 from .spans import end_positions
-from .summary_cache import SummaryCache
+from .summary_cache import MemorySummaries
 from .walk import excluded_below, walks_remembered
 
 SOURCE = "gradmode-lint"
@@ -35,18 +35,6 @@ FIX_TITLES = {
     "unwrap_callable": "call the function without torch.inference_mode()",
     "add_inference_decorator": "add @torch.inference_mode()",
 }
-
-
-class MemorySummaries(SummaryCache):
-    """A ``SummaryCache`` with no folder: the summaries of one project's files, by path and content
-    key, kept in the server's memory from one run to the next (nothing is read from or written to
-    the checkout's ``.gradmode_cache``). The engine re-summarises only the files whose key changed, and
-    the buffers' summaries and results are kept as the files' are."""
-
-    keeps_buffers = True
-
-    def __init__(self) -> None:
-        super().__init__(None)
 
 
 @dataclasses.dataclass
@@ -62,7 +50,7 @@ class Analysed:
     max_bytes: int
     seconds: float = 0.0
     files: int = 0
-    cold: bool = False  # some project was summarised whole (its cache was empty)
+    cold: bool = False  # some project's summaries came into memory whole (made, or read from its folder)
     _imported: Any = None
 
     def imported(self) -> dict:
@@ -129,9 +117,10 @@ def _analysed(roots: Sequence[str], documents: dict[str, tuple[str, Optional[int
         # of a file is summarised afresh on every run)
         overrides = {p: text for p, text in overrides.items() if not _as_saved(p, text, args.max_file_size)}
         cache = caches.setdefault(tuple(absolute), MemorySummaries())
-        result.cold |= cache.is_empty()
+        held = cache.held()
         run = lint_project(absolute, config, jobs, use_cache=True, max_bytes=args.max_file_size,
-                           overrides=overrides, summary_cache=cache)
+                           overrides=overrides, summary_cache=cache, cache_dir=default_cache_dir())
+        result.cold |= cache.held() > 2 * held  # most of its summaries came into memory in this run
         result.runs.append((run, config))
         result.files += len(run.files)
         root = os.path.abspath(run.root)

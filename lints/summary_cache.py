@@ -96,6 +96,10 @@ class SummaryCache:
         and written again."""
         self.max_file_bytes = min(MAX_CACHE_BYTES, CACHE_BYTES_PER_SOURCE_BYTE * source_bytes + CACHE_SLACK_BYTES)
 
+    def reads_a_file(self) -> bool:
+        """Whether a cache file is yet to be opened (``limit_to_sources`` counts only before that)."""
+        return self.path is not None and not self._opened
+
     # -- the file ---------------------------------------------------------------------------------------
     def _connection(self) -> Optional[sqlite3.Connection]:
         """The cache file, open, when it is one of ours; None (and a rewrite when written) otherwise."""
@@ -213,23 +217,13 @@ class SummaryCache:
         or ``names`` are too many for one query."""
         if not names or len(names) > MAX_TEXTS_SOUGHT:
             return None
+        if self.folder is None:
+            return self._held_mentioning(names, self._entries)
         keys: dict[str, str] = {}
         found: list[tuple[str, str]] = []
-        if self.folder is None:  # workers hand most summaries over encoded already
-            for path, (key, summary) in self._entries.items():
-                text = self._texts.get(path)
-                if text is None:
-                    try:
-                        text = self._texts[path] = encode_json(summary)
-                    except (ValueError, RecursionError):
-                        return None
-                keys[path] = key
-                if any(name in text for name in names):  # a superset of the rows that hold one as a word
-                    found.append((path, text))
-            return keys, found
-        db = self._connection()
-        if db is None or self._rewrite:
+        if not self.readable():
             return None
+        db = self._connection()
         # a row whose words are not text may hold any: its summary is read, and must be text
         sought = " OR ".join(["typeof(words) != 'text'"] + ["instr(words, ?) > 0"] * len(names))
         try:
@@ -247,6 +241,29 @@ class SummaryCache:
                     return None  # a summary that may mention them, unread
                 found.append((path, text))
         return keys, found
+
+    def _held_mentioning(self, names: list[str], paths: Iterable[str]
+                         ) -> Optional[tuple[dict[str, str], list[tuple[str, str]]]]:
+        """``rows_mentioning`` over the summaries in memory of ``paths``: each encoded once and kept (workers hand
+        most over encoded already)."""
+        keys: dict[str, str] = {}
+        found: list[tuple[str, str]] = []
+        for path in paths:
+            key, summary = self._entries[path]
+            text = self._texts.get(path)
+            if text is None:
+                try:
+                    text = self._texts[path] = encode_json(summary)
+                except (ValueError, RecursionError):
+                    return None
+            keys[path] = key
+            if any(name in text for name in names):  # a superset of the rows that hold one as a word
+                found.append((path, text))
+        return keys, found
+
+    def readable(self) -> bool:
+        """Whether the cache file is one of ours, open for reading."""
+        return self._connection() is not None and not self._rewrite
 
     def forget(self) -> None:
         """Drop every entry read: the run summarises each file afresh and rewrites the whole file."""
@@ -373,6 +390,91 @@ class SummaryCache:
         if self._db is not None:
             self._db.close()
         self._db, self._opened = None, False
+
+
+class MemorySummaries(SummaryCache):
+    """A ``SummaryCache`` in memory: the summaries of one project's files, by path and content key, kept from one
+    run to the next (the language server's), the buffers' summaries and results kept as the files' are. Where
+    memory has no summary or result yet, the project's cache folder (``read_beside``: the CLI's, pre-commit's,
+    flake8's) is read, never written: the server's first analysis is then a hit or a carry where those left the
+    cache warm. Its rows are found only where this process spells the project's root as they did (its folder
+    is the project root, or a run from the same folder wrote them): other rows are misses."""
+
+    keeps_buffers = True
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self._beside: Optional[SummaryCache] = None
+        self._read_beside: set[str] = set()  # paths whose summary in memory is the folder's row
+
+    def read_beside(self, folder: Path) -> None:
+        """Read what memory lacks from the cache in ``folder`` (the first one named: a project keeps its folder)."""
+        if self._beside is None:
+            self._beside = SummaryCache(folder)
+
+    def held(self) -> int:
+        """How many summaries memory holds."""
+        return len(self._entries)
+
+    def reads_a_file(self) -> bool:
+        return self._beside is not None and self._beside.reads_a_file()
+
+    def limit_to_sources(self, source_bytes: int) -> None:
+        super().limit_to_sources(source_bytes)
+        if self._beside is not None:
+            self._beside.limit_to_sources(source_bytes)
+
+    def last_results(self) -> Optional[dict]:
+        if self._results is None and self._beside is not None:
+            return self._beside.last_results()
+        return self._results
+
+    def is_empty(self) -> bool:
+        return super().is_empty() and (self._beside is None or self._beside.is_empty())
+
+    def known_keys(self) -> dict[str, tuple]:
+        if self._known is None:
+            self._known = dict(self._beside.known_keys()) if self._beside is not None else {}
+        return self._known
+
+    def get(self, path: str, key: str) -> Optional[dict]:
+        if path in self._entries or self._beside is None:
+            return super().get(path, key)
+        summary = self._beside.get(path, key)
+        if summary is not None:
+            self._entries[path] = [key, summary]  # read, not put: nothing to write
+            self._read_beside.add(path)
+        return summary
+
+    def put(self, path: str, key: str, summary: dict, text: Optional[str] = None, words: Optional[str] = None) -> None:
+        super().put(path, key, summary, text, words)
+        self._read_beside.discard(path)
+
+    def rows_mentioning(self, names: list[str]) -> Optional[tuple[dict[str, str], list[tuple[str, str]]]]:
+        if self._beside is None or not self._beside.readable():
+            return super().rows_mentioning(names)
+        if not names or len(names) > MAX_TEXTS_SOUGHT:
+            return None
+        beside = self._beside.rows_mentioning(names)
+        if beside is None:
+            return None  # rows memory lacks may mention them, unread
+        # a summary read from the folder is its row there, whose words SQLite looked in; the others are memory's
+        own = [p for p, (key, _) in self._entries.items() if p not in self._read_beside or beside[0].get(p) != key]
+        held = self._held_mentioning(names, own)
+        if held is None:
+            return None
+        return {**beside[0], **held[0]}, held[1] + [(p, text) for p, text in beside[1] if p not in held[0]]
+
+    def forget(self) -> None:
+        super().forget()
+        if self._beside is not None:
+            self._beside.close()
+        self._beside, self._read_beside = None, set()  # afresh: a garbled row may be the folder's
+
+    def close(self) -> None:
+        super().close()
+        if self._beside is not None:
+            self._beside.close()
 
 
 def _usable_file(path: Path, max_bytes: int) -> bool:

@@ -401,6 +401,27 @@ def test_the_file_size_limit_is_part_of_a_cached_result(tmp_path):
     assert found == [] and [e.path for e in run.errors] == [warm]
 
 
+@pytest.mark.parametrize("front_end", ["cli", "server"])
+def test_a_cache_file_larger_than_the_source_can_make_is_never_opened(tmp_path, front_end):
+    """A checkout may ship a cache file padded far past what its source gives (32 bytes a byte, and 16 MB): it is
+    no cache of this project, so nothing of it is read, not even the files' stamps, and the run analyses afresh."""
+    from lints.summary_cache import CACHE_SLACK_BYTES, MemorySummaries
+
+    root = write_package(tmp_path / "repo", BUGGY)
+    found, first = _findings(root)
+    assert first.analysis is not None and found
+    write_cache_fact(root / ".gradmode_cache", "padding", "x" * (CACHE_SLACK_BYTES + (1 << 20)))
+    padded = (root / ".gradmode_cache" / "cache.sqlite3").stat().st_size
+    assert padded > CACHE_SLACK_BYTES
+    again, run = _findings(root, summary_cache=MemorySummaries() if front_end == "server" else None)
+    assert run.analysis is not None and again == found  # the padded file was not read: no hit
+    if front_end == "server":  # the server never writes it
+        assert (root / ".gradmode_cache" / "cache.sqlite3").stat().st_size == padded
+    else:  # replaced by the run's own
+        assert (root / ".gradmode_cache" / "cache.sqlite3").stat().st_size < CACHE_SLACK_BYTES
+        assert _findings(root)[1].analysis is None
+
+
 def test_a_results_cache_of_the_wrong_shape_is_a_miss(tmp_path):
     root = write_package(tmp_path / "repo", BUGGY)
     cold, _ = _findings(root)

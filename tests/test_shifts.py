@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from lints.engine import lint_project
 from lints.model import Finding, Fix
 from lints.options import Config
-from lints.server_workspace import MemorySummaries
+from lints.summary_cache import MemorySummaries
 from lints.shifts import carried, line_shift
 from lints.sources import source_from_text
 from lints.summary_jobs import summarize_source
@@ -199,6 +199,44 @@ def test_the_language_servers_cache_carries_each_edit_from_the_one_before(tmp_pa
             fresh = lint_project(["."], Config(), overrides={path: text}, use_cache=False)
         assert (run.analysis is None) is carries and _everything(run) == _everything(fresh)
     assert not (root / ".gradmode_cache").exists()  # the server's cache is memory only
+
+
+def test_the_language_servers_cache_reads_what_the_cli_left_and_never_writes_it(tmp_path, monkeypatch):
+    """The server's first analysis of a project the CLI left warm is a hit, and its edits carry or are analysed
+    from the folder's rows: a row only the folder holds that mentions a rebound name is no carry."""
+    from lints import summary_jobs
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    main = root / "engine" / "main.py"
+    main.write_text("from engine.workspace import LIMIT\n" + main.read_text())
+    cli = _lint(root)
+    cache_file = root / ".gradmode_cache" / "cache.sqlite3"
+    written = cache_file.read_bytes()
+    made = []
+    real = summary_jobs._summarize_job
+    monkeypatch.setattr(summary_jobs, "_summarize_job", lambda *args: made.append(args) or real(*args))
+    cache = MemorySummaries()
+    first = _lint(root, summary_cache=cache)
+    assert first.analysis is None and not made and cli.findings and _everything(first) == _everything(cli)
+    assert cache.held() == 0  # a hit reads no summary
+    path = os.path.join("engine", "workspace.py")
+    saved = (root / path).read_text()
+    for added, carries in (("_edit = 1\n", True), ("LIMIT = 4\n", False), ("LIMIT = 4\n_again = 2\n", True)):
+        text = saved + added
+        with chdir(root):
+            run = lint_project(["."], Config(), overrides={path: text}, summary_cache=cache)
+            assert not made  # the buffer is summarised as given; every other summary is the folder's
+            fresh = lint_project(["."], Config(), overrides={path: text}, use_cache=False)
+        made.clear()
+        assert (run.analysis is None) is carries and _everything(run) == _everything(fresh)
+    assert cache_file.read_bytes() == written  # read, never written
+    # spelt otherwise (the server's folder above the project): the rows are misses, and the findings the same
+    with chdir(tmp_path):
+        elsewhere = lint_project([str(root)], Config(), summary_cache=MemorySummaries())
+    assert elsewhere.analysis is not None and made
+    assert [(os.path.relpath(f.path, root), f.line, f.code) for f in elsewhere.findings] == \
+        [(f.path, f.line, f.code) for f in cli.findings]
+    assert cache_file.read_bytes() == written
 
 
 def test_every_summary_of_a_real_package_has_a_shape_known_here():
