@@ -382,9 +382,9 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     if folder is None and packages:  # packages without a marker are cached as a project is, not in their folder
         folder = markerless_cache_folder(found, packages)
     cache = summary_cache if summary_cache is not None and use_cache else \
-        SummaryCache(folder) if use_cache and folder is not None else None
+        SummaryCache(folder, root) if use_cache and folder is not None else None
     if isinstance(cache, MemorySummaries) and folder is not None:
-        cache.read_beside(folder)  # what the CLI and the hooks left there, read and never written
+        cache.read_beside(folder, root)  # what the CLI and the hooks left there, read and never written
     if loose:
         # a package is one unit
         whole_packages = discover(sorted(packages), config.exclude, stop_at=is_own_project,

@@ -90,7 +90,7 @@ def _summaries_again(run: ProjectRun, config: Config, jobs: int, max_bytes: int)
     its cache, by the hash of each file's content, or made again. The cache is read, never written."""
     entries = loose_entries(run.loose_members, run.loose_folder, {}, max_bytes) if run.loose_members is not None \
         else project_files(run.root, config, run.files, max_bytes=max_bytes)
-    cache = run.summary_cache if run.summary_cache is not None else SummaryCache(run.cache_folder)
+    cache = run.summary_cache if run.summary_cache is not None else SummaryCache(run.cache_folder, run.root)
     cache.limit_to_sources(sum(_size(entry.path) for entry in entries))  # as ``lint_project`` reads it
     with collector_paused():
         return collect_summaries(entries, jobs, cache, max_bytes, prune=False)[0]

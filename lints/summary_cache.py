@@ -73,8 +73,11 @@ class SummaryCache:
 
     keeps_buffers = False  # whether summaries of editors' buffers are kept too (``put`` by their text's key)
 
-    def __init__(self, folder: Optional[Path]) -> None:
+    def __init__(self, folder: Optional[Path], root: str = os.curdir) -> None:
+        """``root``: the project's root as this run spells it, its files' paths starting with it (``_row_path``)."""
         self.folder = Path(folder) if folder is not None else None
+        self._root = os.path.normpath(root)
+        self._prefix = "" if self._root == os.curdir else os.path.join(self._root, "")
         self.path = self.folder / CACHE_FILE if self.folder is not None else None
         self._db: Optional[sqlite3.Connection] = None
         self._opened = False
@@ -123,7 +126,7 @@ class SummaryCache:
                 with collector_paused():
                     for path, key, stamp in db.execute("SELECT path, key, stamp FROM summaries"):
                         if isinstance(path, bytes) and isinstance(key, str):
-                            path = path.decode("utf-8", "surrogatepass")
+                            path = self._path_of(path)
                             self._stored[path] = key
                             stamp = _stamp_read(stamp)
                             if stamp is not None:
@@ -198,12 +201,13 @@ class SummaryCache:
         self._connection()
         if self._stored.get(path) != key:
             return None
-        row = self._row("SELECT key, summary FROM summaries WHERE path = ?", (_as_bytes(path),))
+        row = self._row("SELECT key, summary FROM summaries WHERE path = ?", (self._row_path(path),))
         if row is None or row[0] != key or not isinstance(row[1], str):
             return None
         summary = decoded_json(row[1])
-        if (isinstance(summary, dict) and summary.get("schema") == SCHEMA and summary.get("path") == path
+        if (isinstance(summary, dict) and summary.get("schema") == SCHEMA and isinstance(summary.get("path"), str)
                 and _well_shaped(summary)):
+            summary["path"] = path  # the row's writer may have spelt the root otherwise
             self._entries[path] = [key, with_records(summary)]
             return summary
         return None
@@ -234,7 +238,7 @@ class SummaryCache:
         for path, key, text in rows:
             if not isinstance(path, bytes) or not isinstance(key, str):
                 continue  # no row of ours: no file's key either
-            path = path.decode("utf-8", "surrogatepass")
+            path = self._path_of(path)
             keys[path] = key
             if text is not None:
                 if not isinstance(text, str):
@@ -304,21 +308,21 @@ class SummaryCache:
         for path in sorted(self._changed if not self._rewrite else self._entries):
             entry = self._entries.get(path)
             if entry is None:
-                rows.append(("DELETE FROM summaries WHERE path = ?", (_as_bytes(path),)))
+                rows.append(("DELETE FROM summaries WHERE path = ?", (self._row_path(path),)))
                 continue
             try:
                 text = self._texts.get(path) or encode_json(entry[1])
             except (ValueError, RecursionError) as exc:  # a summary JSON cannot hold: that file is not cached
                 failed = f"{type(exc).__name__}: {exc}"
-                rows.append(("DELETE FROM summaries WHERE path = ?", (_as_bytes(path),)))
+                rows.append(("DELETE FROM summaries WHERE path = ?", (self._row_path(path),)))
                 continue
             rows.append(("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
-                         (_as_bytes(path), entry[0], self._stamp_of(path, entry[0]),
+                         (self._row_path(path), entry[0], self._stamp_of(path, entry[0]),
                           self._words.get(path) or row_words(text), text)))
         written = set(self._changed if not self._rewrite else self._entries)
         if not self._rewrite:  # stamps learnt of rows that stay as they are
             rows += [("UPDATE summaries SET stamp = ? WHERE path = ? AND key = ?",
-                      (encode_json(list(stamp)), _as_bytes(path), key))
+                      (encode_json(list(stamp)), self._row_path(path), key))
                      for path, (stamp, key) in sorted((self._known or {}).items())
                      if path not in written and self._stamps.get(path) != (stamp, key)
                      and self._stored.get(path) == key]
@@ -328,6 +332,30 @@ class SummaryCache:
             self._changed, self._texts, self._words = set(), {}, {}
             self._stored.update({p: e[0] for p, e in self._entries.items()})
             self._stamps = dict(self._known or self._stamps)
+
+    def _row_path(self, path: str) -> bytes:
+        """A file's row: its path from the project's root, however a run spells the root (``.``, ``..``, absolute), so
+        that runs from other folders, flake8's, an editor's and the language server's share the rows. As bytes: a file
+        name that is not UTF-8 reaches Python with lone surrogates, which SQLite's text refuses."""
+        if self._prefix and path.startswith(self._prefix):
+            relative = path[len(self._prefix):]
+        elif not self._prefix and not os.path.isabs(path):
+            relative = path
+        else:  # outside the root as spelt (a file given beyond it)
+            try:
+                relative = os.path.relpath(os.path.abspath(path), os.path.abspath(self._root))
+            except ValueError:  # another drive (Windows)
+                relative = os.path.abspath(path)
+        return relative.encode("utf-8", "surrogatepass")
+
+    def _path_of(self, row: bytes) -> str:
+        """The path this run spells the file of a row by (``_row_path`` undone)."""
+        relative = row.decode("utf-8", "surrogatepass")
+        if not self._prefix or os.path.isabs(relative):
+            return relative
+        if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+            return os.path.normpath(os.path.join(self._root, relative))
+        return self._prefix + relative
 
     def _stamp_of(self, path: str, key: str) -> Optional[str]:
         known = (self._known or {}).get(path)
@@ -407,10 +435,11 @@ class MemorySummaries(SummaryCache):
         self._beside: Optional[SummaryCache] = None
         self._read_beside: set[str] = set()  # paths whose summary in memory is the folder's row
 
-    def read_beside(self, folder: Path) -> None:
-        """Read what memory lacks from the cache in ``folder`` (the first one named: a project keeps its folder)."""
+    def read_beside(self, folder: Path, root: str) -> None:
+        """Read what memory lacks from the cache in ``folder`` (the first one named: a project keeps its folder), of
+        the project at ``root`` (``SummaryCache``)."""
         if self._beside is None:
-            self._beside = SummaryCache(folder)
+            self._beside = SummaryCache(folder, root)
 
     def held(self) -> int:
         """How many summaries memory holds."""
@@ -518,8 +547,6 @@ def _stamp_read(text) -> Optional[tuple]:
     return values if len(values) == 6 else None
 
 
-def _as_bytes(path: str) -> bytes:
-    return path.encode("utf-8", "surrogatepass")
 
 
 def decoded_json(text: str):

@@ -230,13 +230,40 @@ def test_the_language_servers_cache_reads_what_the_cli_left_and_never_writes_it(
         made.clear()
         assert (run.analysis is None) is carries and _everything(run) == _everything(fresh)
     assert cache_file.read_bytes() == written  # read, never written
-    # spelt otherwise (the server's folder above the project): the rows are misses, and the findings the same
+    # the root spelt otherwise (the server's folder above the project): the rows serve, the results (whose notes
+    # spell paths from the current folder) do not
     with chdir(tmp_path):
         elsewhere = lint_project([str(root)], Config(), summary_cache=MemorySummaries())
-    assert elsewhere.analysis is not None and made
+    assert elsewhere.analysis is not None and not made
     assert [(os.path.relpath(f.path, root), f.line, f.code) for f in elsewhere.findings] == \
         [(f.path, f.line, f.code) for f in cli.findings]
     assert cache_file.read_bytes() == written
+
+
+def test_runs_from_a_subfolder_and_from_above_share_the_rows_of_the_root(tmp_path, monkeypatch):
+    """A row is kept by the file's path from the project root, however a run spells the root (``..`` from a
+    subfolder, ``repo`` from above, absolute): no such run summarises a file again, and the findings are the
+    ones a fresh analysis gives, spelt from where it ran."""
+    from lints import summary_jobs
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    cold = _lint(root)
+    made = []
+    real = summary_jobs._summarize_job
+    monkeypatch.setattr(summary_jobs, "_summarize_job", lambda *args: made.append(args[0].path) or real(*args))
+    runner = os.path.join("engine", "runner.py")
+    for where, paths in ((root / "engine", ["runner.py"]), (tmp_path, [os.path.join("repo", runner)]),
+                         (tmp_path, [str(root / runner)]), (root, [runner])):
+        with chdir(where):
+            run = lint_project(paths, Config())
+            assert not made, (where, paths)  # every summary a row's
+            fresh = lint_project(paths, Config(), use_cache=False)
+        made.clear()
+        assert run.findings and _everything(run) == _everything(fresh)
+        assert [(os.path.relpath(os.path.join(where, f.path), root), f.line) for f in run.findings] == \
+            [(f.path, f.line) for f in cold.findings if f.path == runner]
+    # the root's own results were replaced by the last spelling's, its own again: a hit
+    assert _lint(root).analysis is None and not made
 
 
 def test_every_summary_of_a_real_package_has_a_shape_known_here():
