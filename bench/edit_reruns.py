@@ -15,7 +15,9 @@ folder of its own. Each round times, tool by tool in turn: a cold run (empty cac
 - ``new function``: a function appended that calls a method (a change of the project's facts);
 - ``stdin, comment on top``: the file's text with a comment on top given on stdin (``--stdin-filename``),
   the file on disk as it was: an editor's unsaved buffer;
-- ``stdin, absolute path``: the same, the file named by its absolute path, as editors name it.
+- ``stdin, absolute path``: the same, the file named by its absolute path, as editors name it;
+- ``from its folder``: nothing edited, ``python -m lints FILE`` run in the file's folder (the root is spelt
+  ``../..`` there), then an untimed run from the root again.
 
 Prints each run's median seconds and its share of the same tool's cold median, and checks that both tools
 print the same findings after every edit. Run: ``python -m lints PACKAGE -q --format concise``.
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         path = project / args.file
         original = path.read_text(encoding="utf-8")
         stdin_names = {"stdin, comment on top": args.file, "stdin, absolute path": str(project / args.file)}
-        kinds = ["cold", *EDITS, *stdin_names]
+        kinds = ["cold", *EDITS, *stdin_names, "from its folder"]
         times = {(name, kind): [] for name in tools for kind in kinds}
         mismatches = []
         for _ in range(args.rounds):
@@ -128,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
                                        stdin=EDITS["comment on top"](original))
                     times[name, kind].append(seconds)
                     outputs.setdefault(kind, {})[name] = out
+            for name, tool in tools.items():
+                cache = scratch / f"cache-{tool.name}"
+                seconds, out = run(tool, cache, path.parent, [path.name])
+                times[name, "from its folder"].append(seconds)
+                outputs.setdefault("from its folder", {})[name] = out
+                run(tool, cache, project, [package])  # the root's results back
             mismatches += [kind for kind, by_tool in outputs.items() if len(set(by_tool.values())) != 1]
         print(f"{args.tree}: {args.file} edited; {args.rounds} rounds; medians (runs)")
         print("| run | " + " | ".join(f"{name} s | / cold" for name in tools) + " |")

@@ -4,6 +4,7 @@
     python bench/server_latency.py --tree DIR --file DIR/pkg/model.py [--edits 20] [--debounce 0.05]
     python bench/server_latency.py --edit constant      # each edit appends a new constant instead
     python bench/server_latency.py --warm               # the CLI fills the cache first; the server reads it
+    python bench/server_latency.py --warm above         # the same, the server started in the tree's parent folder
 
 Starts ``python -m lints server`` on the tree (a pygls client over stdio, as an editor), opens one
 model file and waits for the first analysis to be published, then sends ``--edits`` one-line edits
@@ -14,7 +15,8 @@ the median and the max of the edits, and the server's own analysis times from it
 includes the server's debounce (``--debounce``, the server's default unless given). The cache folder is a
 new temporary one ($GRADMODE_CACHE_DIR), so the first analysis is cold; with ``--warm``, ``python -m lints .``
 fills it first and the server starts in the tree's folder (as an editor starts it in its workspace), so it
-reads what the CLI left there.
+reads what the CLI left there; with ``--warm above``, in the folder above the tree (the root spelt otherwise:
+the rows serve, the results do not).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ EDITS = {
 
 
 async def measure(tree: Path, path: Path, edits: int, debounce: float | None, timeout: float,
-                  edit: str = "comment", warm: bool = False) -> int:
+                  edit: str = "comment", warm: str | None = None) -> int:
     import subprocess
     import tempfile
 
@@ -52,7 +54,8 @@ async def measure(tree: Path, path: Path, edits: int, debounce: float | None, ti
             subprocess.run([sys.executable, "-m", "lints", ".", "-q"], cwd=tree, env=env, stdout=subprocess.DEVNULL,
                            check=False)
             print(f"the CLI filled the cache in {time.perf_counter() - started:.1f} s", flush=True)
-        return await _measure(tree, path, edits, debounce, timeout, edit, env, tree if warm else None)
+        folder = {None: None, "here": tree, "above": tree.parent}[warm]
+        return await _measure(tree, path, edits, debounce, timeout, edit, env, folder)
 
 
 async def _measure(tree: Path, path: Path, edits: int, debounce: float | None, timeout: float, edit: str,
@@ -96,7 +99,7 @@ async def _measure(tree: Path, path: Path, edits: int, debounce: float | None, t
     client.text_document_did_open(lsp.DidOpenTextDocumentParams(
         lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
     first = await wait_for(uri, 1) - started
-    how = "the CLI's cache read" if cwd is not None else "cold: every file summarised, in memory"
+    how = f"the CLI's cache read, started in {cwd}" if cwd is not None else "cold: every file summarised, in memory"
     print(f"first analysis published after {first:.1f} s ({how})", flush=True)
     times = []
     for n in range(1, edits + 1):
@@ -136,7 +139,8 @@ def main() -> int:
     parser.add_argument("--debounce", type=float, default=None, help="the server's --debounce (default: its own)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for one publication")
     parser.add_argument("--edit", choices=sorted(EDITS), default="comment", help="what each edit does")
-    parser.add_argument("--warm", action="store_true", help="the CLI fills the cache before the server starts")
+    parser.add_argument("--warm", nargs="?", const="here", choices=("here", "above"), default=None,
+                        help="the CLI fills the cache before the server starts, in the tree's folder or above it")
     args = parser.parse_args()
     if args.tree is None:
         from corpus import ensure, project_dir

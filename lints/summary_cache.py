@@ -115,7 +115,7 @@ class SummaryCache:
         try:
             if not _usable_file(self.path, self.max_file_bytes):
                 return None
-            db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)
+            db = _connect(self.path)
             try:
                 db.execute("PRAGMA trusted_schema=OFF")
                 schema = db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
@@ -410,7 +410,7 @@ class SummaryCache:
             except OSError:
                 pass
             raise
-        self._db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)
+        self._db = _connect(self.path)
         self._db.execute("PRAGMA trusted_schema=OFF")
         self._rewrite = False
 
@@ -504,6 +504,12 @@ class MemorySummaries(SummaryCache):
         super().close()
         if self._beside is not None:
             self._beside.close()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """The cache file, open for any thread: the language server reads a project's cache from its analysis thread and,
+    for a fix after a hit, from its actions' (SQLite serialises them)."""
+    return sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
 
 
 def _usable_file(path: Path, max_bytes: int) -> bool:

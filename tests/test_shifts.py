@@ -230,6 +230,19 @@ def test_the_language_servers_cache_reads_what_the_cli_left_and_never_writes_it(
         made.clear()
         assert (run.analysis is None) is carries and _everything(run) == _everything(fresh)
     assert cache_file.read_bytes() == written  # read, never written
+    # the analysis ran in this thread; the server's actions read the same cache from another (a fix after a hit)
+    import threading
+
+    later = MemorySummaries()
+    with chdir(root):
+        lint_project(["."], Config(), summary_cache=later)  # a hit: the folder open, no summary read
+        from lints.summary_jobs import content_key
+        key = content_key(os.path.join("engine", "main.py"))
+    read = []
+    reader = threading.Thread(target=lambda: read.append(later.get(os.path.join("engine", "main.py"), key)))
+    reader.start()
+    reader.join()
+    assert read and read[0] is not None and read[0]["path"] == os.path.join("engine", "main.py")
     # the root spelt otherwise (the server's folder above the project): the rows serve, the results (whose notes
     # spell paths from the current folder) do not
     with chdir(tmp_path):
