@@ -10,6 +10,7 @@ import sqlite3
 import stat
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -81,13 +82,14 @@ class SummaryCache:
         self.path = self.folder / CACHE_FILE if self.folder is not None else None
         self._db: Optional[sqlite3.Connection] = None
         self._opened = False
-        self._stored: dict[str, str] = {}  # path -> key of each row of the file as read
-        self._stamps: dict[str, tuple] = {}  # path -> (stamp, key) of each row with a stamp, as read
+        self._stored: dict[bytes, str] = {}  # row path (``_row_path``) -> key of each row of the file as read
+        self._stamps: dict[str, tuple] = {}  # path as spelt -> (stamp, key) of each row with a stamp, as read
         self._known: Optional[dict[str, tuple]] = None  # the same, as this run learns them (``known_keys``)
         self._entries: dict[str, list] = {}  # path -> [key, summary] read or put by this run
         self._texts: dict[str, str] = {}  # path -> its summary as JSON text, where a worker encoded it
         self._words: dict[str, str] = {}  # path -> the words of that text (``row_words``), where a worker took them
         self._changed: set[str] = set()  # paths whose row is to be written, or removed
+        self._gone: set[bytes] = set()  # row paths of files the project no longer has, to be removed
         self._rewrite = False  # the file is written anew: it was absent, foreign, or forgotten
         self._results: Optional[dict] = None  # the last run's results, where no file holds them
         self.reused = 0  # summaries this run took from the cache
@@ -126,11 +128,10 @@ class SummaryCache:
                 with collector_paused():
                     for path, key, stamp in db.execute("SELECT path, key, stamp FROM summaries"):
                         if isinstance(path, bytes) and isinstance(key, str):
-                            path = self._path_of(path)
                             self._stored[path] = key
                             stamp = _stamp_read(stamp)
                             if stamp is not None:
-                                self._stamps[path] = (stamp, key)
+                                self._stamps[self._path_of(path)] = (stamp, key)
             except BaseException:
                 db.close()
                 raise
@@ -199,9 +200,10 @@ class SummaryCache:
         if entry is not None:
             return entry[1] if entry[0] == key else None
         self._connection()
-        if self._stored.get(path) != key:
+        row_path = self._row_path(path)
+        if self._stored.get(row_path) != key:
             return None
-        row = self._row("SELECT key, summary FROM summaries WHERE path = ?", (self._row_path(path),))
+        row = self._row("SELECT key, summary FROM summaries WHERE path = ?", (row_path,))
         if row is None or row[0] != key or not isinstance(row[1], str):
             return None
         summary = decoded_json(row[1])
@@ -273,7 +275,7 @@ class SummaryCache:
         """Drop every entry read: the run summarises each file afresh and rewrites the whole file."""
         self._connection()
         self._entries, self._texts, self._words, self._stored, self._changed = {}, {}, {}, {}, set()
-        self._rewrite, self.reused = True, 0
+        self._gone, self._rewrite, self.reused = set(), True, 0
 
     def put(self, path: str, key: str, summary: dict, text: Optional[str] = None, words: Optional[str] = None) -> None:
         """Record ``summary``; ``text``, its JSON encoding, and ``words``, that text's ``row_words``, where they were
@@ -288,13 +290,15 @@ class SummaryCache:
         self._changed.add(path)
 
     def prune(self, live: Iterable[str]) -> None:
-        live = set(live)
+        """Keep only the files ``live`` (paths as this run spells them)."""
+        live_rows = {self._row_path(path) for path in live}
         self._connection()
-        for path in [p for p in set(self._entries) | set(self._stored) if p not in live]:
+        for path in [p for p in self._entries if self._row_path(p) not in live_rows]:
             self._entries.pop(path, None)
             self._texts.pop(path, None)
             self._words.pop(path, None)
             self._changed.add(path)
+        self._gone.update(row for row in self._stored if row not in live_rows)
 
     def save(self) -> None:
         """Write the rows that changed (the whole file where it was absent, foreign or forgotten): in one
@@ -302,35 +306,41 @@ class SummaryCache:
         if self.path is None:
             return
         self._connection()
-        if not (self._changed or self._rewrite or self._known and self._known != self._stamps):
+        if not (self._changed or self._gone or self._rewrite or self._known and self._known != self._stamps):
             return
-        rows, failed = [], None
+        inserts, deletes, failed = [], set(self._gone), None
         for path in sorted(self._changed if not self._rewrite else self._entries):
             entry = self._entries.get(path)
+            row_path = self._row_path(path)
             if entry is None:
-                rows.append(("DELETE FROM summaries WHERE path = ?", (self._row_path(path),)))
+                deletes.add(row_path)
                 continue
             try:
                 text = self._texts.get(path) or encode_json(entry[1])
             except (ValueError, RecursionError) as exc:  # a summary JSON cannot hold: that file is not cached
                 failed = f"{type(exc).__name__}: {exc}"
-                rows.append(("DELETE FROM summaries WHERE path = ?", (self._row_path(path),)))
+                deletes.add(row_path)
                 continue
-            rows.append(("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
-                         (self._row_path(path), entry[0], self._stamp_of(path, entry[0]),
-                          self._words.get(path) or row_words(text), text)))
-        written = set(self._changed if not self._rewrite else self._entries)
+            inserts.append((row_path, entry[0], self._stamp_of(path, entry[0]),
+                            self._words.get(path) or row_words(text), text))
+        written = {values[0] for values in inserts}
+        deletes -= written  # two spellings of one file: its row is written, never written then removed
+        rows = [("DELETE FROM summaries WHERE path = ?", (row_path,)) for row_path in sorted(deletes)]
+        rows += [("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)", values) for values in inserts]
         if not self._rewrite:  # stamps learnt of rows that stay as they are
-            rows += [("UPDATE summaries SET stamp = ? WHERE path = ? AND key = ?",
-                      (encode_json(list(stamp)), self._row_path(path), key))
-                     for path, (stamp, key) in sorted((self._known or {}).items())
-                     if path not in written and self._stamps.get(path) != (stamp, key)
-                     and self._stored.get(path) == key]
+            for path, (stamp, key) in sorted((self._known or {}).items()):
+                if self._stamps.get(path) != (stamp, key):
+                    row_path = self._row_path(path)
+                    if row_path not in written and self._stored.get(row_path) == key:
+                        rows.append(("UPDATE summaries SET stamp = ? WHERE path = ? AND key = ?",
+                                     (encode_json(list(stamp)), row_path, key)))
         if failed is not None:
             warn(f"cannot write cache {self.path}: {failed}")
         if (rows or self._rewrite) and self._store(rows):
-            self._changed, self._texts, self._words = set(), {}, {}
-            self._stored.update({p: e[0] for p, e in self._entries.items()})
+            self._changed, self._gone, self._texts, self._words = set(), set(), {}, {}
+            for row_path in deletes:
+                self._stored.pop(row_path, None)
+            self._stored.update({self._row_path(p): e[0] for p, e in self._entries.items()})
             self._stamps = dict(self._known or self._stamps)
 
     def _row_path(self, path: str) -> bytes:
@@ -425,21 +435,28 @@ class MemorySummaries(SummaryCache):
     run to the next (the language server's), the buffers' summaries and results kept as the files' are. Where
     memory has no summary or result yet, the project's cache folder (``read_beside``: the CLI's, pre-commit's,
     flake8's) is read, never written: the server's first analysis is then a hit or a carry where those left the
-    cache warm. Its rows are found only where this process spells the project's root as they did (its folder
-    is the project root, or a run from the same folder wrote them): other rows are misses."""
+    cache warm and spelt the root as this process does (else its rows serve, not its results). The server's
+    analysis thread and its actions' (a fix's summaries after a hit) share it: one at a time (``_lock``)."""
 
     keeps_buffers = True
 
     def __init__(self) -> None:
         super().__init__(None)
         self._beside: Optional[SummaryCache] = None
+        self._beside_file: Optional[tuple] = None  # the folder's cache file as opened: reopened once it changes
         self._read_beside: set[str] = set()  # paths whose summary in memory is the folder's row
+        self._lock = threading.RLock()
 
     def read_beside(self, folder: Path, root: str) -> None:
-        """Read what memory lacks from the cache in ``folder`` (the first one named: a project keeps its folder), of
-        the project at ``root`` (``SummaryCache``)."""
-        if self._beside is None:
-            self._beside = SummaryCache(folder, root)
+        """Read what memory lacks from the cache in ``folder`` of the project at ``root`` (``SummaryCache``): opened
+        again when a run has written that file since (its rows then serve, and the old file is let go)."""
+        with self._lock:
+            now = _file_identity(folder / CACHE_FILE)
+            if self._beside is not None and now == self._beside_file:
+                return
+            if self._beside is not None:
+                self._beside.close()
+            self._beside, self._beside_file = SummaryCache(folder, root), now
 
     def held(self) -> int:
         """How many summaries memory holds."""
@@ -462,48 +479,70 @@ class MemorySummaries(SummaryCache):
         return super().is_empty() and (self._beside is None or self._beside.is_empty())
 
     def known_keys(self) -> dict[str, tuple]:
-        if self._known is None:
-            self._known = dict(self._beside.known_keys()) if self._beside is not None else {}
-        return self._known
+        with self._lock:
+            if self._known is None:
+                self._known = dict(self._beside.known_keys()) if self._beside is not None else {}
+            return self._known
 
     def get(self, path: str, key: str) -> Optional[dict]:
-        if path in self._entries or self._beside is None:
-            return super().get(path, key)
-        summary = self._beside.get(path, key)
-        if summary is not None:
-            self._entries[path] = [key, summary]  # read, not put: nothing to write
-            self._read_beside.add(path)
-        return summary
+        with self._lock:
+            if path in self._entries or self._beside is None:
+                return super().get(path, key)
+            summary = self._beside.get(path, key)
+            if summary is not None:
+                self._entries[path] = [key, summary]  # read, not put: nothing to write
+                self._read_beside.add(path)
+            return summary
 
     def put(self, path: str, key: str, summary: dict, text: Optional[str] = None, words: Optional[str] = None) -> None:
-        super().put(path, key, summary, text, words)
-        self._read_beside.discard(path)
+        with self._lock:
+            super().put(path, key, summary, text, words)
+            self._read_beside.discard(path)
+
+    def prune(self, live: Iterable[str]) -> None:
+        with self._lock:
+            super().prune(live)
+            self._read_beside.intersection_update(self._entries)
 
     def rows_mentioning(self, names: list[str]) -> Optional[tuple[dict[str, str], list[tuple[str, str]]]]:
-        if self._beside is None or not self._beside.readable():
-            return super().rows_mentioning(names)
-        if not names or len(names) > MAX_TEXTS_SOUGHT:
-            return None
-        beside = self._beside.rows_mentioning(names)
-        if beside is None:
-            return None  # rows memory lacks may mention them, unread
-        # a summary read from the folder is its row there, whose words SQLite looked in; the others are memory's
-        own = [p for p, (key, _) in self._entries.items() if p not in self._read_beside or beside[0].get(p) != key]
-        held = self._held_mentioning(names, own)
-        if held is None:
-            return None
-        return {**beside[0], **held[0]}, held[1] + [(p, text) for p, text in beside[1] if p not in held[0]]
+        with self._lock:
+            if self._beside is None or not self._beside.readable():
+                return super().rows_mentioning(names)
+            if not names or len(names) > MAX_TEXTS_SOUGHT:
+                return None
+            beside = self._beside.rows_mentioning(names)
+            if beside is None:
+                return None  # rows memory lacks may mention them, unread
+            # a summary read from the folder is its row there, whose words SQLite looked in; the others are memory's
+            own = [p for p, (key, _) in self._entries.items()
+                   if p not in self._read_beside or beside[0].get(p) != key]
+            held = self._held_mentioning(names, own)
+            if held is None:
+                return None
+            return {**beside[0], **held[0]}, held[1] + [(p, text) for p, text in beside[1] if p not in held[0]]
 
     def forget(self) -> None:
-        super().forget()
-        if self._beside is not None:
-            self._beside.close()
-        self._beside, self._read_beside = None, set()  # afresh: a garbled row may be the folder's
+        with self._lock:
+            super().forget()
+            if self._beside is not None:
+                self._beside.close()
+            # without the folder until it is named again (the next run's ``read_beside``): a garbled row may be its
+            self._beside, self._beside_file, self._read_beside = None, None, set()
 
     def close(self) -> None:
-        super().close()
-        if self._beside is not None:
-            self._beside.close()
+        with self._lock:
+            super().close()
+            if self._beside is not None:
+                self._beside.close()
+
+
+def _file_identity(path: Path) -> Optional[tuple]:
+    """What tells a file from the same name rewritten or replaced: its device, inode, size and times; None if absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -551,8 +590,6 @@ def _stamp_read(text) -> Optional[tuple]:
     except ValueError:
         return None
     return values if len(values) == 6 else None
-
-
 
 
 def decoded_json(text: str):

@@ -422,6 +422,82 @@ def test_a_cache_file_larger_than_the_source_can_make_is_never_opened(tmp_path, 
         assert _findings(root)[1].analysis is None
 
 
+def test_a_loose_run_spelling_its_files_two_ways_reuses_and_keeps_their_rows(tmp_path, monkeypatch):
+    """Rows are kept by the path from the root; a file spelt otherwise than the root (``script.py`` beside an
+    absolute package) still finds its row, and no save writes a row and then removes it."""
+    from lints import summary_jobs
+
+    folder = tmp_path / "loose"
+    (folder / "pkg").mkdir(parents=True)  # no project marker
+    (folder / "script.py").write_text("import pkg.mod\npkg.mod.warmup(None)\n")
+    (folder / "pkg" / "__init__.py").write_text("")
+    (folder / "pkg" / "mod.py").write_text(BUGGY["engine/warm.py"])
+    made = []
+    real = summary_jobs._summarize_job
+    monkeypatch.setattr(summary_jobs, "_summarize_job", lambda *args: made.append(args[0].path) or real(*args))
+    paths = ["script.py", str(folder / "pkg")]
+    mod = folder / "pkg" / "mod.py"
+    with chdir(folder):
+        first = lint_project(paths, Config(), cache_dir=tmp_path / "cache")
+        assert made and [f.code for f in first.findings] == ["GM101"]
+        for round_number in range(2):  # an edit of the package: analysed again, every other summary a row's
+            mod.write_text(mod.read_text() + f"def helper_{round_number}(x):\n    return x.sum()\n")
+            made.clear()
+            again = lint_project(paths, Config(), cache_dir=tmp_path / "cache")
+            assert again.analysis is not None and [os.path.abspath(p) for p in made] == [str(mod)]
+            assert [(f.path, f.line) for f in again.findings] == [(f.path, f.line) for f in first.findings]
+
+
+def test_the_language_servers_cache_is_read_by_two_threads_at_once(tmp_path):
+    """The server's analysis asks which summaries mention a name while its actions read summaries from the folder
+    (a fix after a hit): neither sees the other's half-made change."""
+    import threading
+
+    from lints.summary_cache import MemorySummaries, SummaryCache
+    from lints.summary_records import SCHEMA
+
+    folder = tmp_path / "cache"
+    disk = SummaryCache(folder)
+    paths = [f"pkg/m{i}.py" for i in range(1500)]
+    for path in paths:
+        disk.put(path, "k" + path, {"schema": SCHEMA, "path": path, "module": path[:-3].replace("/", "."),
+                                    "package": False, "star": [], "functions": {}, "classes": {}})
+    disk.save()
+    disk.close()
+    cache = MemorySummaries()
+    cache.read_beside(folder, ".")
+    cache.put("pkg/own.py", "k", {"schema": SCHEMA, "path": "pkg/own.py", "module": "pkg.own", "package": False,
+                                  "star": [], "functions": {}, "classes": {}})
+    failures, done = [], threading.Event()
+
+    def read_all():
+        try:
+            for path in paths:
+                assert cache.get(path, "k" + path) is not None
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+        finally:
+            done.set()
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        reader = threading.Thread(target=read_all)
+        reader.start()
+        while not done.is_set():
+            try:
+                found = cache.rows_mentioning(["pkg"])
+                assert found is not None and "pkg/own.py" in found[0]
+            except BaseException as exc:  # noqa: BLE001
+                failures.append(exc)
+                break
+        reader.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert not failures, failures
+    assert cache.held() == len(paths) + 1
+
+
 def test_a_results_cache_of_the_wrong_shape_is_a_miss(tmp_path):
     root = write_package(tmp_path / "repo", BUGGY)
     cold, _ = _findings(root)
