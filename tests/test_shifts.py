@@ -253,6 +253,30 @@ def test_the_language_servers_cache_reads_what_the_cli_left_and_never_writes_it(
     assert cache_file.read_bytes() == written
 
 
+def test_the_language_servers_cache_reads_the_rows_a_later_cli_run_wrote(tmp_path, monkeypatch):
+    """A file saved and linted by the CLI while the server runs: the server's next run takes its summary from the
+    folder (opened again once written), not from summarising it itself."""
+    from lints import summary_jobs
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    _lint(root)
+    cache = MemorySummaries()
+    assert _lint(root, summary_cache=cache).analysis is None
+    main = root / "engine" / "main.py"
+    main.write_text(main.read_text() + "\n\ndef helper(x):\n    return x.sum()\n")
+    cli = _lint(root)  # the CLI re-summarises main.py and writes its row
+    made = []
+    real = summary_jobs._summarize_job
+    monkeypatch.setattr(summary_jobs, "_summarize_job", lambda *args: made.append(args[0].path) or real(*args))
+    path = os.path.join("engine", "workspace.py")
+    text = (root / path).read_text() + "\n\ndef unsaved(x):\n    return x.sum()\n"  # no carry: analysed
+    server = _lint(root, summary_cache=cache, overrides={path: text})
+    assert server.analysis is not None and made == []  # main.py's new summary the folder's
+    fresh = _lint(root, use_cache=False, overrides={path: text})
+    assert _everything(server) == _everything(fresh)
+    assert cli.findings and _everything(fresh) == _everything(cli)
+
+
 def test_runs_from_a_subfolder_and_from_above_share_the_rows_of_the_root(tmp_path, monkeypatch):
     """A row is kept by the file's path from the project root, however a run spells the root (``..`` from a
     subfolder, ``repo`` from above, absolute): no such run summarises a file again, and the findings are the
