@@ -83,6 +83,8 @@ def analyse_workspace(roots: Sequence[str], documents: dict[str, tuple[str, Opti
     # pass but slowed every later run twofold.)
     if analysed.cold:
         gc.collect()
+        for cache in caches.values():
+            cache.held_when_collected = cache.held()
     return analysed
 
 
@@ -117,10 +119,11 @@ def _analysed(roots: Sequence[str], documents: dict[str, tuple[str, Optional[int
         # of a file is summarised afresh on every run)
         overrides = {p: text for p, text in overrides.items() if not _as_saved(p, text, args.max_file_size)}
         cache = caches.setdefault(tuple(absolute), MemorySummaries())
-        held = cache.held()
         run = lint_project(absolute, config, jobs, use_cache=True, max_bytes=args.max_file_size,
                            overrides=overrides, summary_cache=cache, cache_dir=default_cache_dir())
-        result.cold |= cache.held() > 2 * held  # most of its summaries came into memory in this run
+        # most of its summaries came into memory since the last collection (made, read from the folder by this run
+        # or by a fix's actions after a hit)
+        result.cold |= cache.held() > 2 * cache.held_when_collected
         result.runs.append((run, config))
         result.files += len(run.files)
         root = os.path.abspath(run.root)

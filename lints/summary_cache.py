@@ -446,6 +446,7 @@ class MemorySummaries(SummaryCache):
         self._beside_file: Optional[tuple] = None  # the folder's cache file as opened: reopened once it changes
         self._read_beside: set[str] = set()  # paths whose summary in memory is the folder's row
         self._lock = threading.RLock()
+        self.held_when_collected = 0  # summaries held at the server's last full collection
 
     def read_beside(self, folder: Path, root: str) -> None:
         """Read what memory lacks from the cache in ``folder`` of the project at ``root`` (``SummaryCache``): opened

@@ -335,6 +335,30 @@ def test_the_language_server_collects_once_after_a_cold_run(tmp_path, monkeypatc
     assert not again.cold and collected == [()] and gc.isenabled()
 
 
+def test_the_language_server_collects_once_the_folders_summaries_came_in(tmp_path, monkeypatch):
+    """After a hit from the project's folder memory holds no summary; a fix's names then read every one from the
+    folder (in the actions' thread), and the next run makes the collection the cold run would have."""
+    from lints import server_workspace
+    from lints.server import build_parser
+
+    collected = []
+    monkeypatch.setattr(server_workspace.gc, "collect", lambda *a: collected.append(a) or 0)
+    from lints.command_line import configs_for_paths
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    args, caches = build_parser().parse_args([]), {}
+    with chdir(root):  # the CLI's run with the server's settings, then the server started in the project's folder
+        [(config, _)], _ = configs_for_paths(args, ["."])
+        lint_project(["."], config)
+        first = server_workspace.analyse_workspace([str(root)], {}, args, caches, 1)
+        assert not first.cold and not collected and first.findings
+        first.imported()
+        again = server_workspace.analyse_workspace([str(root)], {}, args, caches, 1)
+        assert again.cold and collected == [()]
+        last = server_workspace.analyse_workspace([str(root)], {}, args, caches, 1)
+        assert not last.cold and collected == [()]
+
+
 def test_a_constant_bound_or_unbound_where_nothing_mentions_its_name_moves_nothing():
     old = _summary(RICH)
     appended = _summary(RICH + "_edit = 1\n")
