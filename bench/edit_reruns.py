@@ -17,7 +17,7 @@ folder of its own. Each round times, tool by tool in turn: a cold run (empty cac
   the file on disk as it was: an editor's unsaved buffer;
 - ``stdin, absolute path``: the same, the file named by its absolute path, as editors name it;
 - ``from its folder``: nothing edited, ``python -m lints FILE`` run in the file's folder (the root is spelt
-  ``../..`` there), then an untimed run from the root again.
+  ``../../..`` there for the default file), then an untimed run from the root again.
 
 Prints each run's median seconds and its share of the same tool's cold median, and checks that both tools
 print the same findings after every edit. Run: ``python -m lints PACKAGE -q --format concise``.

@@ -50,7 +50,7 @@ class Analysed:
     max_bytes: int
     seconds: float = 0.0
     files: int = 0
-    cold: bool = False  # some project's summaries came into memory whole (made, or read from its folder)
+    cold: bool = False  # most of some project's summaries came into memory since the last collection
     _imported: Any = None
 
     def imported(self) -> dict:

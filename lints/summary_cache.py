@@ -74,16 +74,20 @@ class SummaryCache:
 
     keeps_buffers = False  # whether summaries of editors' buffers are kept too (``put`` by their text's key)
 
-    def __init__(self, folder: Optional[Path], root: str = os.curdir) -> None:
-        """``root``: the project's root as this run spells it, its files' paths starting with it (``_row_path``)."""
+    def __init__(self, folder: Optional[Path], root: str = os.curdir, read_only: bool = False) -> None:
+        """``root``: the project's root as this run spells it, its files' paths starting with it (``_row_path``);
+        ``read_only``: nothing in ``folder`` is written, created or removed (a file that is not plainly ours is
+        absent), and ``save`` does nothing."""
         self.folder = Path(folder) if folder is not None else None
+        self.read_only = read_only
         self._root = os.path.normpath(root)
         self._prefix = "" if self._root == os.curdir else os.path.join(self._root, "")
         self.path = self.folder / CACHE_FILE if self.folder is not None else None
         self._db: Optional[sqlite3.Connection] = None
         self._opened = False
         self._stored: dict[bytes, str] = {}  # row path (``_row_path``) -> key of each row of the file as read
-        self._stamps: dict[str, tuple] = {}  # path as spelt -> (stamp, key) of each row with a stamp, as read
+        self._stamps: dict[bytes, tuple] = {}  # row path -> (stamp, key) of each row with a stamp, as read or saved
+        self._known_as_read: Optional[dict[str, tuple]] = None  # ``_known`` as ``known_keys`` gave it, or as saved
         self._known: Optional[dict[str, tuple]] = None  # the same, as this run learns them (``known_keys``)
         self._entries: dict[str, list] = {}  # path -> [key, summary] read or put by this run
         self._texts: dict[str, str] = {}  # path -> its summary as JSON text, where a worker encoded it
@@ -115,9 +119,10 @@ class SummaryCache:
         if self.path is None:
             return None
         try:
-            if not _usable_file(self.path, self.max_file_bytes):
+            if not (_readable_file(self.path, self.max_file_bytes) if self.read_only
+                    else _usable_file(self.path, self.max_file_bytes)):
                 return None
-            db = _connect(self.path)
+            db = _connect(self.path, self.read_only)
             try:
                 db.execute("PRAGMA trusted_schema=OFF")
                 schema = db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
@@ -127,11 +132,11 @@ class SummaryCache:
                     return None
                 with collector_paused():
                     for path, key, stamp in db.execute("SELECT path, key, stamp FROM summaries"):
-                        if isinstance(path, bytes) and isinstance(key, str):
+                        if isinstance(path, bytes) and isinstance(key, str) and _decodes(path):
                             self._stored[path] = key
                             stamp = _stamp_read(stamp)
                             if stamp is not None:
-                                self._stamps[self._path_of(path)] = (stamp, key)
+                                self._stamps[path] = (stamp, key)
             except BaseException:
                 db.close()
                 raise
@@ -191,7 +196,8 @@ class SummaryCache:
         (``summary_jobs.content_key`` adds what it learns; ``save`` keeps it with the rows)."""
         if self._known is None:
             self._connection()
-            self._known = dict(self._stamps)
+            self._known = {self._path_of(row): value for row, value in self._stamps.items()}
+            self._known_as_read = dict(self._known)
         return self._known
 
     # -- summaries ---------------------------------------------------------------------------------------
@@ -238,7 +244,7 @@ class SummaryCache:
         except (sqlite3.Error, MemoryError):
             return None
         for path, key, text in rows:
-            if not isinstance(path, bytes) or not isinstance(key, str):
+            if not isinstance(path, bytes) or not isinstance(key, str) or not _decodes(path):
                 continue  # no row of ours: no file's key either
             path = self._path_of(path)
             keys[path] = key
@@ -275,7 +281,7 @@ class SummaryCache:
         """Drop every entry read: the run summarises each file afresh and rewrites the whole file."""
         self._connection()
         self._entries, self._texts, self._words, self._stored, self._changed = {}, {}, {}, {}, set()
-        self._gone, self._rewrite, self.reused = set(), True, 0
+        self._stamps, self._gone, self._rewrite, self.reused = {}, set(), True, 0
 
     def put(self, path: str, key: str, summary: dict, text: Optional[str] = None, words: Optional[str] = None) -> None:
         """Record ``summary``; ``text``, its JSON encoding, and ``words``, that text's ``row_words``, where they were
@@ -303,10 +309,10 @@ class SummaryCache:
     def save(self) -> None:
         """Write the rows that changed (the whole file where it was absent, foreign or forgotten): in one
         transaction, so that a run killed while it writes leaves the file as it was."""
-        if self.path is None:
+        if self.path is None or self.read_only:
             return
         self._connection()
-        if not (self._changed or self._gone or self._rewrite or self._known and self._known != self._stamps):
+        if not (self._changed or self._gone or self._rewrite or self._known and self._known != self._known_as_read):
             return
         inserts, deletes, failed = [], set(self._gone), None
         for path in sorted(self._changed if not self._rewrite else self._entries):
@@ -329,8 +335,8 @@ class SummaryCache:
         rows += [("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)", values) for values in inserts]
         if not self._rewrite:  # stamps learnt of rows that stay as they are
             for path, (stamp, key) in sorted((self._known or {}).items()):
-                if self._stamps.get(path) != (stamp, key):
-                    row_path = self._row_path(path)
+                row_path = self._row_path(path)
+                if self._stamps.get(row_path) != (stamp, key):
                     if row_path not in written and self._stored.get(row_path) == key:
                         rows.append(("UPDATE summaries SET stamp = ? WHERE path = ? AND key = ?",
                                      (encode_json(list(stamp)), row_path, key)))
@@ -341,7 +347,9 @@ class SummaryCache:
             for row_path in deletes:
                 self._stored.pop(row_path, None)
             self._stored.update({self._row_path(p): e[0] for p, e in self._entries.items()})
-            self._stamps = dict(self._known or self._stamps)
+            if self._known is not None:
+                self._stamps.update({self._row_path(p): value for p, value in self._known.items()})
+                self._known_as_read = dict(self._known)
 
     def _row_path(self, path: str) -> bytes:
         """A file's row: its path from the project's root, however a run spells the root (``.``, ``..``, absolute), so
@@ -457,11 +465,14 @@ class MemorySummaries(SummaryCache):
                 return
             if self._beside is not None:
                 self._beside.close()
-            self._beside, self._beside_file = SummaryCache(folder, root), now
+            self._beside, self._beside_file = SummaryCache(folder, root, read_only=True), now
 
     def held(self) -> int:
         """How many summaries memory holds."""
         return len(self._entries)
+
+    def _row_path(self, path: str) -> bytes:
+        return path.encode("utf-8", "surrogatepass")  # memory holds one spelling: no root to count from
 
     def reads_a_file(self) -> bool:
         return self._beside is not None and self._beside.reads_a_file()
@@ -546,10 +557,48 @@ def _file_identity(path: Path) -> Optional[tuple]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
     """The cache file, open for any thread: the language server reads a project's cache from its analysis thread and,
-    for a fix after a hit, from its actions' (SQLite serialises them)."""
+    for a fix after a hit, from its actions' (SQLite serialises them). Read-only, SQLite creates no journal and
+    rolls none back: a file it would have to change to read is an error, so no cache."""
+    if read_only:
+        return sqlite3.connect(Path(os.path.abspath(path)).as_uri() + "?mode=ro", uri=True, timeout=BUSY_SECONDS,
+                               isolation_level=None, check_same_thread=False)
     return sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
+
+
+def _readable_file(path: Path, max_bytes: int) -> bool:
+    """``_usable_file`` for a cache only read: nothing is removed, and a link or other odd file at the cache's name or
+    beside it (a journal SQLite would open) means no cache."""
+    for name in (str(path), *(f"{path}{suffix}" for suffix in ("-journal", "-wal", "-shm"))):
+        try:
+            st = os.lstat(name)
+        except FileNotFoundError:
+            if name == str(path):
+                return False
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            return False
+    if os.lstat(path).st_size > max_bytes:
+        return False
+    # ours are in rollback-journal mode; one in WAL mode (header bytes 18-19: 2) SQLite reads only by making files
+    with open(path, "rb", opener=lambda name, flags: os.open(name, flags | _O_NOFOLLOW | _O_NONBLOCK)) as handle:
+        header = handle.read(100)
+    return header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x01\x01"
+
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def _decodes(row_path: bytes) -> bool:
+    """Whether a row's path is one ``_row_path`` can have written (a file name Python reads with lone surrogates is
+    kept through them): any other is no row of ours."""
+    try:
+        row_path.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _usable_file(path: Path, max_bytes: int) -> bool:

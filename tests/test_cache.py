@@ -448,6 +448,29 @@ def test_a_loose_run_spelling_its_files_two_ways_reuses_and_keeps_their_rows(tmp
             assert [(f.path, f.line) for f in again.findings] == [(f.path, f.line) for f in first.findings]
 
 
+def test_a_hit_writes_nothing_when_a_file_is_spelt_otherwise_than_its_row(tmp_path, monkeypatch):
+    """A file given by its absolute path beside a relative root (one outside the project): its stamp is kept by its
+    row, so a hit finds it as it was and writes nothing (no lock taken, no stamp rewritten on every run)."""
+    import time
+
+    from lints.summary_cache import SummaryCache
+
+    root = write_package(tmp_path / "repo", BUGGY)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "tool.py").write_text("import torch\n")
+    paths = ["engine", str(other / "tool.py")]
+    time.sleep(2.1)  # the files' stamps old enough to be trusted (``walk.settled``)
+    with chdir(root):
+        for _ in range(2):  # cold, then a run that learns the stamps
+            lint_project(paths, Config())
+        written = []
+        real = SummaryCache._store
+        monkeypatch.setattr(SummaryCache, "_store", lambda self, rows: written.extend(rows) or real(self, rows))
+        assert lint_project(paths, Config()).analysis is None
+    assert written == []
+
+
 def test_the_language_servers_cache_is_read_by_two_threads_at_once(tmp_path):
     """The server's analysis asks which summaries mention a name while its actions read summaries from the folder
     (a fix after a hit): neither sees the other's half-made change."""

@@ -253,6 +253,50 @@ def test_the_language_servers_cache_reads_what_the_cli_left_and_never_writes_it(
     assert cache_file.read_bytes() == written
 
 
+def _listing(folder) -> dict:
+    return {p.name: (p.is_symlink(), p.is_fifo(), p.is_file() and not p.is_symlink() and p.read_bytes())
+            for p in sorted(folder.iterdir())}
+
+
+def test_the_language_server_changes_nothing_in_the_cache_folder_however_it_is_planted(tmp_path):
+    """The folder is the checkout's to plant: a cache file in WAL mode (SQLite would make its -wal and -shm files), a
+    link in the cache file's place, a FIFO as its journal. The server reads what it can, removes, creates and writes
+    nothing there, and its findings are a fresh analysis'."""
+    import sqlite3
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    _lint(root)
+    folder = root / ".gradmode_cache"
+    fresh = _everything(_lint(root, use_cache=False))
+    with sqlite3.connect(folder / "cache.sqlite3") as db:
+        assert db.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    db.close()
+    planted = _listing(folder)
+    assert _everything(_lint(root, summary_cache=MemorySummaries())) == fresh
+    assert _listing(folder) == planted
+    (folder / "cache.sqlite3").rename(folder / "elsewhere.sqlite3")
+    (folder / "cache.sqlite3").symlink_to(folder / "elsewhere.sqlite3")
+    os.mkfifo(folder / "cache.sqlite3-journal")
+    planted = _listing(folder)
+    assert _everything(_lint(root, summary_cache=MemorySummaries())) == fresh
+    assert _listing(folder) == planted
+
+
+def test_a_planted_row_whose_path_is_not_utf8_is_no_row(tmp_path):
+    """A row path ``_row_path`` cannot have written (the checkout's to plant) is skipped, by the CLI and the server."""
+    import contextlib
+    import sqlite3
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    _lint(root)
+    cache_file = root / ".gradmode_cache" / "cache.sqlite3"
+    with contextlib.closing(sqlite3.connect(cache_file)) as db, db:
+        db.execute("INSERT INTO summaries VALUES (?, 'k', '[1,2,3,4,5,6]', ' x ', '{}')", (b"\xff.py",))
+    fresh = _everything(_lint(root, use_cache=False))
+    assert _everything(_lint(root, summary_cache=MemorySummaries())) == fresh
+    assert _everything(_lint(root)) == fresh
+
+
 def test_the_language_servers_cache_reads_the_rows_a_later_cli_run_wrote(tmp_path, monkeypatch):
     """A file saved and linted by the CLI while the server runs: the server's next run takes its summary from the
     folder (opened again once written), not from summarising it itself."""
