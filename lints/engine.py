@@ -418,7 +418,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     # results are saved with summaries: without any, they cannot be a hit
     if not entries:  # nothing to keep: no cache folder is made (a workspace above its checkouts has none)
         cache = None
-    if cache is not None and cache.reads_a_file():  # before anything of it is read
+    if cache is not None and cache.reads_a_file():  # loose files, a snippet alone: before anything of it is read
         cache.limit_to_sources(_source_bytes([entry.path for entry in entries], overrides))
     complete = all(entry.key is not None for entry in entries)
     # a text given in place of a file is in the digest by its content: an editor's buffer that is
