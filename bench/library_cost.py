@@ -76,7 +76,7 @@ def main() -> int:
         warm = timed(lint, engine, env, args.n)
         timed(lint + ["--no-libraries"], engine, env, 1)
         warm_alone = timed(lint + ["--no-libraries"], engine, env, args.n)
-    print(f"| measure | median (s) | ratio |\n| --- | --- | --- |")
+    print("| measure | median (s) | ratio |\n| --- | --- | --- |")
     print(f"| floor: flashinfer's own tree, cold | {floor:.2f} | 1 |")
     print(f"| engine + flashinfer, cold | {cold:.2f} | {cold / floor:.2f}x the floor |")
     print(f"| engine + flashinfer, warm rerun | {warm:.2f} | {warm / warm_alone:.2f}x without libraries |")

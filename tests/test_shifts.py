@@ -533,9 +533,9 @@ def test_an_editors_absolute_buffer_of_a_file_the_walk_skips_is_the_text_analyse
     config = Config(exclude=("gen",))
     for name in ("gen/old.py", "gen/new.py"):
         runs = []
-        for given in (name, str(root / name)):
+        for spelt in (name, str(root / name)):
             with chdir(root):
-                runs.append(lint_project([given], config, overrides={given: buffer}))
+                runs.append(lint_project([spelt], config, overrides={spelt: buffer}))
         relative, absolute = runs
         expected = [("GM202", 16), ("GM202", 21), ("GM101", 41), ("GM103", 50)]
         assert [(f.path, f.code, f.line) for f in relative.findings] == [(name, *e) for e in expected]
