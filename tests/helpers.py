@@ -156,8 +156,6 @@ def write_cache_fact(folder: Path, name: str, value) -> None:
     import json
     import sqlite3
 
-    from lints.summary_cache import row_words
-
     with contextlib.closing(sqlite3.connect(Path(folder) / "cache.sqlite3")) as db, db:
         db.execute("DELETE FROM facts WHERE name = ?", (name,))
         if value is not None:
