@@ -95,7 +95,7 @@ class SummaryCache:
         self._changed: set[str] = set()  # paths whose row is to be written, or removed
         self._gone: set[bytes] = set()  # row paths of files the project no longer has, to be removed
         self._rewrite = False  # the file is written anew: it was absent, foreign, or forgotten
-        self._results: Optional[dict] = None  # the last run's results, where no file holds them
+        self._results: Optional[dict] = None  # the last run's results: where no file holds them, or as read from it
         self.reused = 0  # summaries this run took from the cache
         self.max_file_bytes = MAX_CACHE_BYTES  # a larger file is not read (``limit_to_sources``)
 
@@ -119,8 +119,7 @@ class SummaryCache:
         if self.path is None:
             return None
         try:
-            if not (_readable_file(self.path, self.max_file_bytes) if self.read_only
-                    else _usable_file(self.path, self.max_file_bytes)):
+            if not _usable_file(self.path, self.max_file_bytes, self.read_only):
                 return None
             db = _connect(self.path, self.read_only)
             try:
@@ -158,11 +157,14 @@ class SummaryCache:
     # -- the results of the last run ---------------------------------------------------------------------
     def last_results(self) -> Optional[dict]:
         """The last run's results as saved: findings, errors, serving mode, and what they were made of."""
-        if self.folder is None:
+        if self.folder is None or self._results is not None:
             return self._results
         row = self._row("SELECT value FROM facts WHERE name = 'results'", ())
         data = decoded_json(row[0]) if row is not None and isinstance(row[0], str) else None
-        return data if isinstance(data, dict) and isinstance(data.get("findings"), list) else None
+        if isinstance(data, dict) and isinstance(data.get("findings"), list):
+            self._results = data  # decoded once: both the hit's check and the carry ask
+            return data
+        return None
 
     def results(self, digest: str) -> Optional[dict]:
         """The findings of a run over exactly these files, config and tool version, if cached."""
@@ -183,6 +185,7 @@ class SummaryCache:
         except (ValueError, RecursionError) as exc:
             warn(f"cannot write cache {self.path}: {type(exc).__name__}: {exc}")
             return
+        self._results = None  # read again if asked: as written
         self._store([("INSERT OR REPLACE INTO facts VALUES ('results', ?)", (text,))])
 
     def is_empty(self) -> bool:
@@ -520,11 +523,9 @@ class MemorySummaries(SummaryCache):
         with self._lock:
             if self._beside is None or not self._beside.readable():
                 return super().rows_mentioning(names)
-            if not names or len(names) > MAX_TEXTS_SOUGHT:
-                return None
             beside = self._beside.rows_mentioning(names)
             if beside is None:
-                return None  # rows memory lacks may mention them, unread
+                return None  # rows memory lacks may mention them, unread (or too many names for one query)
             # a summary read from the folder is its row there, whose words SQLite looked in; the others are memory's
             own = [p for p, (key, _) in self._entries.items()
                    if p not in self._read_beside or beside[0].get(p) != key]
@@ -567,26 +568,6 @@ def _connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
     return sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
 
 
-def _readable_file(path: Path, max_bytes: int) -> bool:
-    """``_usable_file`` for a cache only read: nothing is removed, and a link or other odd file at the cache's name or
-    beside it (a journal SQLite would open) means no cache."""
-    for name in (str(path), *(f"{path}{suffix}" for suffix in ("-journal", "-wal", "-shm"))):
-        try:
-            st = os.lstat(name)
-        except FileNotFoundError:
-            if name == str(path):
-                return False
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            return False
-    if os.lstat(path).st_size > max_bytes:
-        return False
-    # ours are in rollback-journal mode; one in WAL mode (header bytes 18-19: 2) SQLite reads only by making files
-    with open(path, "rb", opener=lambda name, flags: os.open(name, flags | _O_NOFOLLOW | _O_NONBLOCK)) as handle:
-        header = handle.read(100)
-    return header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x01\x01"
-
-
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
@@ -601,33 +582,50 @@ def _decodes(row_path: bytes) -> bool:
     return True
 
 
-def _usable_file(path: Path, max_bytes: int) -> bool:
-    """Whether ``path`` is a regular file of at most ``max_bytes``, not through a link, and no link or
-    other odd file sits where SQLite writes beside it (a journal linked elsewhere would be written
-    through): those are removed, the cache folder being ours."""
-    _remove_side_files(path, only_odd=True)
+def _usable_file(path: Path, max_bytes: int, read_only: bool = False) -> bool:
+    """Whether ``path`` is a regular file of at most ``max_bytes``, not through a link, and no link or other odd file
+    sits where SQLite writes beside it (a journal linked elsewhere would be written through): those are removed, the
+    cache folder being ours. ``read_only``: nothing is removed, and such a file means no cache, as does a file in WAL
+    mode, which SQLite reads only by making files beside it (ours are in rollback-journal mode)."""
+    for side in _SIDE_SUFFIXES:
+        try:
+            st = os.lstat(f"{path}{side}")
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            if read_only:
+                return False
+            _remove(f"{path}{side}")
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return False
     if not stat.S_ISREG(st.st_mode):
-        os.unlink(path)  # a link, a FIFO (it would block the run): gone, and replaced when written
+        if not read_only:
+            os.unlink(path)  # a link, a FIFO (it would block the run): gone, and replaced when written
         return False
-    return st.st_size <= max_bytes
+    if st.st_size > max_bytes:
+        return False
+    if not read_only:
+        return True
+    with open(path, "rb", opener=lambda name, flags: os.open(name, flags | _O_NOFOLLOW | _O_NONBLOCK)) as handle:
+        header = handle.read(100)  # bytes 18-19: 1 in rollback-journal mode, 2 in WAL mode
+    return header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x01\x01"
 
 
-def _remove_side_files(path: Path, only_odd: bool = False) -> None:
-    for suffix in ("-journal", "-wal", "-shm"):
-        side = Path(f"{path}{suffix}")
-        try:
-            st = os.lstat(side)
-        except OSError:
-            continue
-        if not only_odd or not stat.S_ISREG(st.st_mode):
-            try:
-                os.unlink(side)
-            except OSError:
-                pass
+_SIDE_SUFFIXES = ("-journal", "-wal", "-shm")
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _remove_side_files(path: Path) -> None:
+    for suffix in _SIDE_SUFFIXES:
+        _remove(f"{path}{suffix}")
 
 
 def _stamp_read(text) -> Optional[tuple]:
