@@ -9,7 +9,7 @@ missed edge would hide a crash (buffer reachability), never to label phases.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from . import forked_work
 from .project import Project
@@ -36,8 +36,11 @@ class Edge(NamedTuple):
 class CallGraph:
     def __init__(self, project: Project) -> None:
         self.project = project
-        self._targets: dict[tuple[str, int, bool], list[str]] = {}
-        self._edges: dict[tuple[str, bool], list[Edge]] = {}
+        # Per function, not per call: a key per call and a list per call were a fifth of the graph's memory.
+        self._strict_targets_of: dict[str, list[Optional[Sequence[str]]]] = {}  # fid -> each call's, once found
+        self._loose_targets_of: dict[tuple[str, int], Sequence[str]] = {}
+        self._strict_edges: dict[str, list[Edge]] = {}
+        self._loose_edges: dict[str, list[Edge]] = {}
         self._runs: dict[str, list[Edge]] = {}
         self._callers: Optional[dict[str, list[Edge]]] = None
         self._sole_owner: Optional[dict[str, str]] = None
@@ -127,15 +130,16 @@ class CallGraph:
             while end and runs[end - 1].how == "by-name":
                 end -= 1
             strict = [edge for edge in runs[:end] if edge.how != "loose"]
-            self._edges[(fid, False)] = strict
-            self._edges[(fid, True)] = strict if len(strict) == end else runs[:end]
+            self._strict_edges[fid] = strict
+            self._loose_edges[fid] = strict if len(strict) == end else runs[:end]
             self._runs[fid] = runs
             targets: dict[int, list[str]] = {}
             for edge in strict:
                 if edge.how == "call":
                     targets.setdefault(edge.call, []).append(edge.callee)
+            found = self._call_slots(fid)
             for index in self._called(fid):
-                self._targets[(fid, index, False)] = targets.get(index, [])
+                found[index] = tuple(targets[index]) if index in targets else _NONE
 
     def callers(self) -> dict[str, list[Edge]]:
         """callee -> the ``runs`` edges into it, over the whole project (built once: every call is resolved)."""
@@ -147,53 +151,59 @@ class CallGraph:
             self._callers = callers
         return self._callers
 
-    def call_targets(self, fid: str, index: int, loose: bool = False) -> list[str]:
+    def call_targets(self, fid: str, index: int, loose: bool = False) -> Sequence[str]:
         """Project functions that call ``index`` of ``fid`` runs."""
-        key = (fid, index, loose)
-        found = self._targets.get(key)
+        if loose:
+            key = (fid, index)
+            found = self._loose_targets_of.get(key)
+            if found is None:
+                found = self.call_targets(fid, index) or self._loose_targets(fid, index)
+                self._loose_targets_of[key] = found
+            return found
+        slots = self._call_slots(fid)
+        found = slots[index]
         if found is None:
-            found = self._call_targets(fid, index, loose)
-            self._targets[key] = found
+            found = slots[index] = self._strict_targets(fid, self.project.function(fid)["calls"][index].func)
         return found
 
-    def _call_targets(self, fid: str, index: int, loose: bool) -> list[str]:
-        if loose:
-            strict = self.call_targets(fid, index)
-            return strict if strict else self._loose_targets(fid, index)
-        return self._strict_targets(fid, self.project.function(fid)["calls"][index].func)
+    def _call_slots(self, fid: str) -> list[Optional[Sequence[str]]]:
+        slots = self._strict_targets_of.get(fid)
+        if slots is None:
+            slots = self._strict_targets_of[fid] = [None] * len(self.project.function(fid)["calls"])
+        return slots
 
-    def _strict_targets(self, fid: str, func: list) -> list[str]:
+    def _strict_targets(self, fid: str, func: list) -> Sequence[str]:
         if func[0] != "n":
-            return []
+            return _NONE
         project = self.project
         symbol = project.resolve(fid, func[1])
         if symbol is None:
-            return []
+            return _NONE
         if symbol.kind == FUNC:
-            return [symbol.target]
+            return (symbol.target,)
         if symbol.kind == CLASS:
             init = project.method(symbol.target, "__init__")
-            return [init] if init else []
+            return (init,) if init else _NONE
         if symbol.kind == INSTANCE:
             call_method = project.method(symbol.target, "__call__") or project.method(symbol.target, "forward")
-            return [call_method] if call_method else []
+            return (call_method,) if call_method else _NONE
         if symbol.kind == LOCAL and "." not in symbol.name:
-            return self._local_callable(symbol.owner, symbol.name)
-        return []
+            return tuple(self._local_callable(symbol.owner, symbol.name)) or _NONE
+        return _NONE
 
-    def _loose_targets(self, fid: str, index: int) -> list[str]:
+    def _loose_targets(self, fid: str, index: int) -> Sequence[str]:
         """``obj.method()`` on an object of unknown class: the one project class's method of that name."""
         func = self.project.function(fid)["calls"][index].func
         if func[0] != "n" or "." not in func[1]:
-            return []
+            return _NONE
         owner = self._sole_owners().get(func[1].rpartition(".")[2])
         if owner is None:
-            return []
+            return _NONE
         symbol = self.project.resolve(fid, func[1])
         if symbol is None or symbol.kind in (FUNC, CLASS, INSTANCE) or (
                 symbol.kind == LOCAL and "." not in symbol.name):
-            return []  # known, or a callable local: not an object of unknown class
-        return [owner]
+            return _NONE  # known, or a callable local: not an object of unknown class
+        return (owner,)
 
     def _sole_owners(self) -> dict[str, str]:
         """method name -> its method, for the names that one project class defines (generic names left out)."""
@@ -232,8 +242,7 @@ class CallGraph:
         return None
 
     def edges(self, fid: str, loose: bool = False) -> list[Edge]:
-        key = (fid, loose)
-        cached = self._edges.get(key)
+        cached = (self._loose_edges if loose else self._strict_edges).get(fid)
         if cached is not None:
             return cached
         if loose:  # the strict edges, with the loose ones of calls that have none, each after its call's
@@ -245,19 +254,18 @@ class CallGraph:
                      if index not in strict_calls for target in self._loose_targets(fid, index)]
             if extra:
                 out = sorted(out + extra, key=lambda e: (e.call < 0, e.call, _EDGE_ORDER[e.how]))
-            self._edges[key] = out
+            self._loose_edges[fid] = out
             return out
         project = self.project
         summary, fn = project.functions[fid]
         out = []
         calls = fn["calls"]
-        known = self._targets
+        known = self._call_slots(fid)
         for index in self._called(fid):
             call = calls[index]
-            call_key = (fid, index, False)
-            targets = known.get(call_key)
+            targets = known[index]
             if targets is None:
-                targets = known[call_key] = self._strict_targets(fid, call.func)
+                targets = known[index] = self._strict_targets(fid, call.func)
             for target in targets:
                 out.append(Edge(fid, target, index, call.line, "call"))
             for arguments in (call.args, call.kwargs.values()):
@@ -269,7 +277,7 @@ class CallGraph:
         for nested in fn["nested"]:
             target = fid_of(summary["module"], nested)
             out.append(Edge(fid, target, -1, project.function(target)["line"], "nested"))
-        self._edges[key] = out
+        self._strict_edges[fid] = out
         return out
 
     def _called(self, fid: str) -> "range | list[int]":
@@ -282,6 +290,7 @@ class CallGraph:
         return [index for index in range(len(fn["calls"])) if index not in decorators]
 
 
+_NONE: tuple[str, ...] = ()  # no target: one object, not an empty list per call
 _EDGE_ORDER = {"call": 0, "loose": 1, "argument": 2, "nested": 3}
 _HOWS = ("call", "loose", "argument", "nested", "by-name")
 _HOW_CODES = {how: code for code, how in enumerate(_HOWS)}

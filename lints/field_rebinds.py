@@ -130,7 +130,7 @@ class FieldRebinds:
             if record.col == column and index not in deferred \
                     and _always_runs(fn, record.line, record.guard, record.with_index) and self._on_self(fid, index):
                 targets = self.graph.call_targets(fid, index)
-                targets = targets + [o for t in targets for o in self.provenance.overrides(t) if o not in targets]
+                targets = [*targets, *(o for t in targets for o in self.provenance.overrides(t) if o not in targets)]
                 if targets:
                     found.append((record.line, None, targets))
         found.sort(key=lambda event: event[0], reverse=True)

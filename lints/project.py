@@ -8,7 +8,7 @@ and memoised: a run pays for the code it follows, not for the whole tree. What c
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 from .summary_records import MODULE_SCOPE
 from .symbols import CLASS, EXTERNAL, FIELD, FUNC, GLOBAL, INSTANCE, LOCAL, MODULE, PARAM, Symbol, fid_of
@@ -17,6 +17,7 @@ from .scope_bindings import (BOUND_CLASS, BOUND_IMPORT, BOUND_NESTED, BOUND_PARA
 from .value_classes import ValueClasses
 
 _UNSEEN = object()
+_NO_VALUES: tuple = ()  # a local bound otherwise than by an assignment: one object, not a list per name
 
 
 class Project(ValueClasses, ScopeBindings):
@@ -63,6 +64,7 @@ class Project(ValueClasses, ScopeBindings):
                 self._suffixes.setdefault(".".join(parts[start:]), []).append(name)
         self._tops = {name.split(".", 1)[0] for name in self.modules}
         self._memo: dict[tuple[str, str], Optional[Symbol]] = {}
+        self._symbols: dict[Symbol, Symbol] = {}
         self._global_memo: dict[str, Optional[Symbol]] = {}
         self._mro: dict[str, list[str]] = {}
         self._below: Optional[dict[str, list[str]]] = None
@@ -192,7 +194,7 @@ class Project(ValueClasses, ScopeBindings):
         return self._methods_by_name.keys()
 
     # names ----------------------------------------------------------------------
-    def local_values(self, fid: str) -> dict[str, list]:
+    def local_values(self, fid: str) -> dict[str, Sequence[list]]:
         """name -> the expressions assigned to it in this function (plain names only)."""
         values = self._local_values.get(fid)
         if values is None:
@@ -202,8 +204,10 @@ class Project(ValueClasses, ScopeBindings):
                 target = fact.target
                 if target[0] == "n" and "." not in target[1]:
                     values.setdefault(target[1], []).append(fact.value)
+            for name, found in values.items():
+                values[name] = tuple(found)  # a list of one grew room for four
             for name in fn["locals"]:
-                values.setdefault(name, [])
+                values.setdefault(name, _NO_VALUES)
             self._local_values[fid] = values
         return values
 
@@ -213,7 +217,10 @@ class Project(ValueClasses, ScopeBindings):
         found = self._memo.get(key, _UNSEEN)
         if found is _UNSEEN:
             self._memo[key] = None  # guards cycles
-            found = self._memo[key] = self._resolve(fid, dotted)
+            found = self._resolve(fid, dotted)
+            if found is not None:  # one object per meaning: most names of a project mean a few hundred things
+                found = self._symbols.setdefault(found, found)
+            self._memo[key] = found
         return found
 
     def _resolve(self, fid: str, dotted: str) -> Optional[Symbol]:
