@@ -8,8 +8,8 @@ The packages (``bench/corpus.py``) are copied side by side into a temporary fold
 empty cache), then again after ``_edit = 1`` is appended to one file (a change the summaries see). Peak RSS is
 the largest process's (``ru_maxrss`` of the waited children). Then, in one process on each project's cached
 summaries, the seconds of each part of the analysis (``lints.engine.analyse`` in one process, its parts
-timed), with the source's growth (lines, calls) beside them. With ``--each``, every tree is also linted alone as a
-project of its own and its parts timed the same way: the sum of the trees alone against the whole tells growth
+timed, the least of ``--repeat`` runs), with the source's growth (lines, calls) beside them. With ``--each``,
+every tree is also linted alone as a project of its own and its parts timed the same way: the sum of the trees alone against the whole tells growth
 that is the project's size (whole / sum above 1) from growth that is the trees' mix (sglang alone is cheaper per
 call than transformers).
 """
@@ -85,16 +85,22 @@ def _timed(command: list[str], cwd: Path, env: dict) -> tuple[float, float]:
     return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def _parts(cache: Path, env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", _PARTS, str(cache)], env=env, capture_output=True, text=True,
-                         check=True)
-    return json.loads(out.stdout)
+def _parts(cache: Path, env: dict, repeat: int = 1) -> dict:
+    """Each part's seconds, the least of ``repeat`` runs (one process each): a part's time moves by a third
+    from run to run on this machine, and the least is the run least disturbed."""
+    runs = []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, "-c", _PARTS, str(cache)], env=env, capture_output=True, text=True,
+                             check=True)
+        runs.append(json.loads(out.stdout))
+    return {name: min(run[name] for run in runs) for name in runs[0]}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trees", nargs="*", default=TREES)
     parser.add_argument("--each", action="store_true", help="also time each tree's parts as a project of its own")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the parts, the least time of each kept")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k not in ("GRADMODE_CACHE_DIR", "PYTHONDONTWRITEBYTECODE")}
     env["PYTHONPATH"] = str(REPO)
@@ -117,7 +123,7 @@ def main() -> int:
                 shutil.copytree(whole / package, own / package)
                 (own / "pyproject.toml").write_text("[tool.gradmode]\n")
                 _timed([sys.executable, "-m", "lints", package, "-q", "--no-libraries"], own, env)  # its cache
-                each[tree] = _parts(own / ".gradmode_cache" / "cache.sqlite3", env)
+                each[tree] = _parts(own / ".gradmode_cache" / "cache.sqlite3", env, args.repeat)
         command = [sys.executable, "-m", "lints", *packages, "-q", "--format", "concise", "--no-libraries"]
         cold, peak = _timed(command, whole, env)
         with open(whole / EDITED, "a", encoding="utf-8") as handle:
@@ -128,8 +134,8 @@ def main() -> int:
         print(f"cold: {cold:.1f} s, peak {peak:.0f} MiB (largest process)")
         print(f"after `_edit = 1` in {EDITED}: {edited:.1f} s ({edited / cold:.0%} of cold)", flush=True)
         _timed([sys.executable, "-m", "lints", packages[0], "-q", "--no-libraries"], alone, env)  # its cache
-        small = _parts(alone / ".gradmode_cache" / "cache.sqlite3", env)
-        large = _parts(whole / ".gradmode_cache" / "cache.sqlite3", env)
+        small = _parts(alone / ".gradmode_cache" / "cache.sqlite3", env, args.repeat)
+        large = _parts(whole / ".gradmode_cache" / "cache.sqlite3", env, args.repeat)
     print(f"| part | {args.trees[0]} s | whole s | growth |")
     print("| --- | --- | --- | --- |")
     for name in small:
