@@ -219,7 +219,10 @@ class SummaryCache:
         if (isinstance(summary, dict) and summary.get("schema") == SCHEMA and isinstance(summary.get("path"), str)
                 and _well_shaped(summary)):
             summary["path"] = path  # the row's writer may have spelt the root otherwise
-            self._entries[path] = [key, with_records(summary)]
+            try:
+                self._entries[path] = [key, with_records(summary)]
+            except (TypeError, IndexError, KeyError, AttributeError, ValueError):
+                return None  # records of another shape (garbled, or the checkout's to plant): a miss
             return summary
         return None
 

@@ -567,14 +567,35 @@ def test_a_cached_summary_garbled_deep_inside_is_summarised_again(tmp_path, monk
     cache = root / ".gradmode_cache"
     rows = cache_rows(cache)
     warm = os.path.join("engine", "warm.py")
-    rows[warm][1]["functions"]["warmup"]["calls"] = 5  # past the checks made when it is taken
+    # past the checks made when it is taken and decoded: arguments that are no list
+    rows[warm][1]["functions"]["warmup"]["calls"] = [[["n", "torch.empty"], 5, {}, 3, 4, -1, -1]]
     write_cache_rows(cache, rows)
     write_cache_fact(cache, "results", None)
     summarised = _summarised_in(monkeypatch)
     assert _findings(root)[0] == cold
     assert sorted(summarised) == sorted(str(p.relative_to(root)) for p in root.rglob("*.py"))  # all afresh
-    assert isinstance(cache_rows(cache)[warm][1]["functions"]["warmup"]["calls"], list)
+    assert cache_rows(cache)[warm][1]["functions"]["warmup"]["calls"][0][1] != 5
     assert _findings(root)[1].analysis is None  # and the result was saved
+
+
+@pytest.mark.parametrize("calls", [[[["n", "torch.empty"], [], {}]], [[5, [], {}, 3, 4, -1, -1]]],
+                         ids=["a call record too short", "a callee that is not an expression"])
+def test_a_cached_row_whose_records_do_not_decode_is_a_miss(tmp_path, monkeypatch, calls):
+    """Records that cannot be made what they are (the decoding shares their names and empties) are no summary: the
+    file is summarised again, whether or not the run took any other summary from the cache before it."""
+    root = write_package(tmp_path / "repo", BUGGY)
+    cold, _ = _findings(root)
+    cache = root / ".gradmode_cache"
+    rows = cache_rows(cache)
+    warm = os.path.join("engine", "warm.py")
+    for path in rows:  # every row garbled: none is taken before the error
+        for fn in rows[path][1]["functions"].values():
+            fn["calls"] = calls
+    write_cache_rows(cache, rows)
+    write_cache_fact(cache, "results", None)
+    summarised = _summarised_in(monkeypatch)
+    assert _findings(root)[0] == cold
+    assert warm in summarised
 
 
 def test_an_analysis_error_with_only_fresh_summaries_is_raised(tmp_path, monkeypatch):

@@ -226,3 +226,30 @@ def test_record_fields_are_the_fields_a_dataclass_declares():
     assert classes["Plan"]["record_fields"] == ["table", "count"]  # a ClassVar is the class's, not a field
     assert classes["Scratch"]["record_fields"] == ["buf"]
     assert "record_fields" not in classes["Plain"] and "record_fields" not in classes["Odd"]
+
+
+def test_decoded_summaries_share_names_and_empties_and_keep_every_value():
+    """``with_records`` makes a summary decoded from JSON equal to the one summarised (records and all), and two
+    decoded summaries hold one object for a name both spell and for every empty list of a function."""
+    import json
+
+    from lints.summary_cache import encode_json
+
+    first = ("import torch\nclass Runner:\n    def warmup(self, n):\n        self.buf = torch.empty(n)\n"
+             "        self.buf.fill_(0)\n        return self.buf\n")
+    second = "import torch\ndef build(n):\n    out = torch.empty(n)\n    out.zero_()\n    return out\n"
+    made = [summary.summarize(text, f"pkg/m{n}.py", f"pkg.m{n}") for n, text in enumerate((first, second))]
+    decoded = [summary_records.with_records(json.loads(encode_json(one))) for one in made]
+    assert decoded == made  # NamedTuples equal the tuples they are; the shared objects equal what they stand for
+    warmup = decoded[0]["functions"]["Runner.warmup"]
+    build = decoded[1]["functions"]["build"]
+    assert warmup["calls"][0].func == ["n", "torch.empty"]
+    assert warmup["calls"][0].func is build["calls"][0].func
+    assert warmup["globals"] == [] and warmup["globals"] is build["globals"]
+    assert warmup["calls"][1].kwargs == {} and warmup["calls"][1].kwargs is build["calls"][1].kwargs
+    assert warmup["assigns"][0].target == ["n", "self.buf"]
+    # a constant equal to a name's text is not that name: only ["n", ...] is shared by its text
+    constant = summary_records.with_records(json.loads(encode_json(summary.summarize(
+        "import torch\nclass A:\n    def f(self):\n        self.mode = 'torch.empty'\n", "pkg/c.py", "pkg.c"))))
+    value = constant["functions"]["A.f"]["assigns"][0].value
+    assert value == ["k", "torch.empty"]  # not the shared ["n", "torch.empty"]
