@@ -51,7 +51,7 @@ class CallGraph:
         cached = self._runs.get(fid)
         if cached is not None:
             return cached
-        out = list(self.edges(fid, loose=True))
+        out = self.edges(fid, loose=True)  # copied only where a call by name adds to it
         for index, call in enumerate(self.project.function(fid)["calls"]):
             args = call.args
             if not args or args[0][0] != "k" or not isinstance(args[0][1], str) or call.func[0] != "n":
@@ -60,7 +60,7 @@ class CallGraph:
             if "rpc" in leaf.lower() or leaf in _BY_NAME_CALLERS:
                 methods = self.project.methods_named(args[0][1])
                 if 0 < len(methods) <= _BY_NAME_LIMIT:
-                    out.extend(Edge(fid, target, index, call.line, "by-name") for target in methods)
+                    out = [*out, *(Edge(fid, target, index, call.line, "by-name") for target in methods)]
         self._runs[fid] = out
         return out
 

@@ -63,7 +63,7 @@ class Project(ValueClasses, ScopeBindings):
             for start in range(1, len(parts)):
                 self._suffixes.setdefault(".".join(parts[start:]), []).append(name)
         self._tops = {name.split(".", 1)[0] for name in self.modules}
-        self._memo: dict[tuple[str, str], Optional[Symbol]] = {}
+        self._memo: dict[str, dict[str, Optional[Symbol]]] = {}  # by function, then name: no key tuple per name
         self._symbols: dict[Symbol, Symbol] = {}
         self._global_memo: dict[str, Optional[Symbol]] = {}
         self._mro: dict[str, list[str]] = {}
@@ -213,14 +213,16 @@ class Project(ValueClasses, ScopeBindings):
 
     def resolve(self, fid: str, dotted: str) -> Optional[Symbol]:
         """What ``dotted`` means inside function ``fid``."""
-        key = (fid, dotted)
-        found = self._memo.get(key, _UNSEEN)
+        memo = self._memo.get(fid)
+        if memo is None:
+            memo = self._memo[fid] = {}
+        found = memo.get(dotted, _UNSEEN)
         if found is _UNSEEN:
-            self._memo[key] = None  # guards cycles
+            memo[dotted] = None  # guards cycles
             found = self._resolve(fid, dotted)
             if found is not None:  # one object per meaning: most names of a project mean a few hundred things
                 found = self._symbols.setdefault(found, found)
-            self._memo[key] = found
+            memo[dotted] = found
         return found
 
     def _resolve(self, fid: str, dotted: str) -> Optional[Symbol]:

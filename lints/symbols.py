@@ -1,6 +1,7 @@
 """What a name may denote, as the project index resolves it (``lints/project.py``)."""
 from __future__ import annotations
 
+from sys import intern
 from typing import NamedTuple
 
 # What a name may denote.
@@ -16,4 +17,5 @@ class Symbol(NamedTuple):
 
 
 def fid_of(module: str, qual: str) -> str:
-    return f"{module}:{qual}"
+    # interned: the memos and edges of a big project hold hundreds of thousands of copies of a few fids
+    return intern(f"{module}:{qual}")
