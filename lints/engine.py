@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 from .cache_folders import cache_folder, markerless_cache_folder
 from .gitignore import forget as forget_ignore_files
+from .freed_memory import give_back_freed_memory
 from .gc_pause import collector_paused
 from .loose_files import loose_entries, loose_project
 from .model import FileError, Finding, finding_from_dict
@@ -219,6 +220,9 @@ def library_words(library: dict[str, dict]) -> list[str]:
 
 # More changed files than this are analysed afresh: a commit's worth of edits rarely only moves code.
 MOVED_FILES_MAX = 8
+# Summarised afresh at least this many files, a run gives the C heap's free memory back before its analysis
+# (``freed_memory``): a few files' texts are not worth the 10-40 ms
+BULK_SUMMARIES = 256
 
 
 def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Config, max_bytes: int,
@@ -291,6 +295,8 @@ def _summarise_and_analyse(entries: list[ProjectFile], config: Config, jobs: int
     summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides, progress)
     if cache is not None:
         cache.save()
+    if len(summaries) - (cache.reused if cache is not None else 0) >= BULK_SUMMARIES:
+        give_back_freed_memory()  # their texts are gone: the analysis' objects could not have reused them
     library = _library_summaries(list(summaries.values()), config, jobs, max_bytes, use_cache)
     analysis = analyse({**summaries, **library} if library else summaries, config, jobs)
     try:

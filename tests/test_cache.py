@@ -900,3 +900,20 @@ def test_the_cache_keeps_each_files_stamp_so_a_rerun_hashes_only_what_changed(tm
         db.execute("UPDATE summaries SET stamp = '[1, 2, 3]' WHERE path = ?", (warm.encode(),))
     write_cache_fact(root / ".gradmode_cache", "results", None)
     assert _findings(root, jobs=1)[0] == cold and rows == cache_rows(root / ".gradmode_cache")
+
+
+def test_a_run_that_summarises_in_bulk_gives_the_freed_memory_back_and_a_hit_does_not(tmp_path, monkeypatch):
+    from lints import engine, freed_memory
+
+    calls = []
+    monkeypatch.setattr(engine, "BULK_SUMMARIES", 2)
+    monkeypatch.setattr(engine, "give_back_freed_memory", lambda: calls.append(1) or True)
+    root = write_package(tmp_path / "repo", BUGGY)
+    cold, _ = _findings(root)
+    assert calls == [1]
+    write_cache_fact(root / ".gradmode_cache", "results", None)  # an analysis again, every summary from the cache
+    assert _findings(root)[0] == cold
+    assert calls == [1]
+    import platform
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert freed_memory.give_back_freed_memory() is True  # glibc: the call is made, and harmless

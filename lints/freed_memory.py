@@ -1,0 +1,37 @@
+"""Handing the C heap's free memory back to the system once a run has dropped the summaries' JSON texts.
+
+Workers hand summaries over as JSON text, and the cache keeps each text until its rows are written: 107 MB on
+sglang, 420 MB on four engine trees together. Those strings live on the C heap, between other blocks, and CPython's
+small-object allocator takes memory of its own, so the objects the analysis builds next cannot reuse them: freed,
+they stayed in the process (measured: sglang 0.5.23's cold run peaked at 1016 MB, 902 MB with the free memory
+given back; four trees, 3834 and 3482 MB). glibc's ``malloc_trim`` gives it back, in 10-40 ms; elsewhere (macOS,
+Windows, musl) nothing is done.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+_trim: Optional[Any] = None
+_looked = False
+
+
+def give_back_freed_memory() -> bool:
+    """Whether the C library gave its free memory back to the system (glibc only)."""
+    global _trim, _looked
+    if not _looked:
+        _looked = True
+        if sys.platform.startswith("linux"):
+            import ctypes
+            try:
+                trim = ctypes.CDLL(None).malloc_trim  # the C library this process runs on
+            except (OSError, AttributeError):  # not glibc
+                trim = None
+            if trim is not None:
+                trim.argtypes = [ctypes.c_size_t]
+                trim.restype = ctypes.c_int
+                _trim = trim
+    if _trim is None:
+        return False
+    _trim(0)
+    return True
