@@ -9,9 +9,9 @@ empty cache), then again after ``_edit = 1`` is appended to one file (a change t
 the largest process's (``ru_maxrss`` of the waited children). Then, in one process on each project's cached
 summaries, the seconds of each part of the analysis (``lints.engine.analyse`` in one process, its parts
 timed, the least of ``--repeat`` runs), with the source's growth (lines, calls) beside them. With ``--each``,
-every tree is also linted alone as a project of its own and its parts timed the same way: the sum of the trees alone against the whole tells growth
-that is the project's size (whole / sum above 1) from growth that is the trees' mix (sglang alone is cheaper per
-call than transformers).
+every tree is also linted alone as a project of its own and its parts timed the same way: the sum of the trees
+alone against the whole tells growth that is the project's size (whole / sum above 1) from growth that is the
+trees' mix (sglang alone is cheaper per call than transformers).
 """
 from __future__ import annotations
 

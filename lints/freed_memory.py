@@ -22,15 +22,15 @@ def give_back_freed_memory() -> bool:
     if not _looked:
         _looked = True
         if sys.platform.startswith("linux"):
-            import ctypes
             try:
+                import ctypes  # a Python built without libffi has none
+
                 trim = ctypes.CDLL(None).malloc_trim  # the C library this process runs on
-            except (OSError, AttributeError):  # not glibc
-                trim = None
-            if trim is not None:
                 trim.argtypes = [ctypes.c_size_t]
                 trim.restype = ctypes.c_int
                 _trim = trim
+            except (ImportError, OSError, AttributeError):  # no ctypes, or not glibc
+                _trim = None
     if _trim is None:
         return False
     _trim(0)

@@ -1,7 +1,6 @@
 """What a name may denote, as the project index resolves it (``lints/project.py``)."""
 from __future__ import annotations
 
-from sys import intern
 from typing import NamedTuple
 
 # What a name may denote.
@@ -17,5 +16,12 @@ class Symbol(NamedTuple):
 
 
 def fid_of(module: str, qual: str) -> str:
-    # interned: the memos and edges of a big project hold hundreds of thousands of copies of a few fids
-    return intern(f"{module}:{qual}")
+    # one object per fid: the memos and edges of a big project held hundreds of thousands of copies of a few
+    fid = f"{module}:{qual}"
+    if len(_FIDS) > _FIDS_LIMIT:  # not sys.intern: a long-lived server would keep every fid it ever made
+        _FIDS.clear()
+    return _FIDS.setdefault(fid, fid)
+
+
+_FIDS: dict[str, str] = {}
+_FIDS_LIMIT = 1 << 21

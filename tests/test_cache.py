@@ -917,3 +917,22 @@ def test_a_run_that_summarises_in_bulk_gives_the_freed_memory_back_and_a_hit_doe
     import platform
     if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
         assert freed_memory.give_back_freed_memory() is True  # glibc: the call is made, and harmless
+
+
+def test_no_ctypes_means_no_freed_memory_given_back_not_an_error(monkeypatch):
+    """A Python built without libffi has no ctypes: the run goes on without giving the memory back."""
+    import builtins
+
+    from lints import freed_memory
+
+    real_import = builtins.__import__
+
+    def without_ctypes(name, *args, **kwargs):
+        if name == "ctypes":
+            raise ImportError("No module named '_ctypes'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(freed_memory, "_looked", False)
+    monkeypatch.setattr(freed_memory, "_trim", None)
+    monkeypatch.setattr(builtins, "__import__", without_ctypes)
+    assert freed_memory.give_back_freed_memory() is False

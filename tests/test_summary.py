@@ -253,3 +253,24 @@ def test_decoded_summaries_share_names_and_empties_and_keep_every_value():
         "import torch\nclass A:\n    def f(self):\n        self.mode = 'torch.empty'\n", "pkg/c.py", "pkg.c"))))
     value = constant["functions"]["A.f"]["assigns"][0].value
     assert value == ["k", "torch.empty"]  # not the shared ["n", "torch.empty"]
+
+
+def test_a_garbled_row_shares_nothing_with_the_summaries_decoded_after_it(monkeypatch):
+    """A name spelt otherwise than ``["n", text]`` (a planted row: ``["n", "torch.empty", 0]``, ``"nf"``) is kept as
+    it is, never handed to the summaries decoded after it, whose ``["n", "torch.empty"]`` stays what they say."""
+    import json
+
+    from lints.summary_cache import encode_json
+
+    monkeypatch.setattr(summary_records, "_NAMES", {})  # the garbled row decoded first of the run
+    valid = summary.summarize("import torch\ndef f():\n    pass\ndef build(n):\n    f()\n    return torch.empty(n)\n",
+                              "pkg/v.py", "pkg.v")
+    garbled = json.loads(encode_json(valid))
+    calls = garbled["functions"]["build"]["calls"]
+    assert [call[0] for call in calls] == [["n", "f"], ["n", "torch.empty"]]
+    calls[0][0] = "nf"
+    calls[1][0] = ["n", "torch.empty", 0]
+    summary_records.with_records(garbled)
+    decoded = summary_records.with_records(json.loads(encode_json(valid)))
+    assert [call.func for call in decoded["functions"]["build"]["calls"]] == [["n", "f"], ["n", "torch.empty"]]
+    assert decoded == valid
