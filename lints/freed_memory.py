@@ -3,8 +3,8 @@
 Workers hand summaries over as JSON text, and the cache keeps each text until its rows are written: 107 MB on
 sglang, 420 MB on four engine trees together. Those strings live on the C heap, between other blocks, and CPython's
 small-object allocator takes memory of its own, so the objects the analysis builds next cannot reuse them: freed,
-they stayed in the process (measured: sglang 0.5.23's cold run peaked at 1016 MB, 902 MB with the free memory
-given back; four trees, 3834 and 3482 MB). glibc's ``malloc_trim`` gives it back, in 10-40 ms; elsewhere (macOS,
+they stayed in the process (measured: sglang 0.5.23's cold run peaked at 992 MiB, 881 MiB with the free memory
+given back; four trees, 3834 and 3401 MiB). glibc's ``malloc_trim`` gives it back, in 10-40 ms; elsewhere (macOS,
 Windows, musl) nothing is done.
 """
 from __future__ import annotations
