@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Optional
 
 from .options import user_cache_root
-from .summary_records import MODULE_SCOPE, with_records
+from .summary_records import MODULE_SCOPE, records_or_none
 from .writes import write_new_file
 
 # Libraries whose facts the tool models itself (torch), or that hold no torch tensors or kernels
@@ -262,7 +262,7 @@ class LibraryCache:
         summary = self._loaded[dist].get(module.module)
         if summary is None:
             return None
-        return with_records({**summary, "path": module.path})
+        return records_or_none({**summary, "path": module.path})
 
     def _read(self, dist: Distribution) -> dict[str, dict]:
         path = self._file(dist)

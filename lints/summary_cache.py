@@ -18,7 +18,7 @@ from . import __version__
 from .cache_folders import ignore_in_git
 from .gc_pause import collector_paused
 from .model import FileError, Finding
-from .summary_records import SCHEMA, with_records
+from .summary_records import SCHEMA, records_or_none
 from .walk import discover
 from .warn import warn
 
@@ -219,10 +219,9 @@ class SummaryCache:
         if (isinstance(summary, dict) and summary.get("schema") == SCHEMA and isinstance(summary.get("path"), str)
                 and _well_shaped(summary)):
             summary["path"] = path  # the row's writer may have spelt the root otherwise
-            try:
-                self._entries[path] = [key, with_records(summary)]
-            except (TypeError, IndexError, KeyError, AttributeError, ValueError):
-                return None  # records of another shape (garbled, or the checkout's to plant): a miss
+            if records_or_none(summary) is None:
+                return None
+            self._entries[path] = [key, summary]
             return summary
         return None
 

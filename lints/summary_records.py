@@ -137,6 +137,15 @@ def with_records(summary: dict) -> dict:
     return summary
 
 
+def records_or_none(summary: dict) -> Optional[dict]:
+    """``with_records(summary)``, or None where its records are of another shape (a cache's row garbled, or the
+    checkout's to plant): a miss for the cache that read it, the file summarised again."""
+    try:
+        return with_records(summary)
+    except (TypeError, IndexError, KeyError, AttributeError, ValueError):
+        return None
+
+
 _OTHER_RECORDS = {"rets": Return, "guards": Guard, "dec": Decorator, "asserts": Assertion}
 _EMPTY_LIST: list = []
 _EMPTY_DICT: dict = {}

@@ -178,3 +178,22 @@ def test_bad_library_settings_are_one_clear_error(tmp_path, user_cache):
 def test_a_python_that_does_not_exist_means_no_libraries(tmp_path, user_cache):
     run = lint_run(tmp_path, _engine("torch.inference_mode()"), Config(python=str(tmp_path / "no" / "bin" / "python")))
     assert run.errors == [] and run.findings == []  # nothing to read there: the project alone, no crash
+
+
+def test_a_library_summary_whose_records_do_not_decode_is_read_from_the_library_again(tmp_path, user_cache):
+    import json
+
+    python = install_library(tmp_path / "venv", LIBRARY)
+    first = lint_run(tmp_path / "a", _engine("torch.inference_mode()"), Config(python=str(python)), use_cache=True)
+    (cached,) = user_cache.glob("kernels-1.0-*.json")
+    data = json.loads(cached.read_text(encoding="utf-8"))
+    garbled = 0
+    for summary in data["modules"].values():
+        for fn in summary["functions"].values():
+            if fn["calls"]:
+                fn["calls"] = [[["n", "torch.empty"], [], {}]]  # a call record too short
+                garbled += 1
+    assert garbled
+    cached.write_text(json.dumps(data), encoding="utf-8")
+    second = lint_run(tmp_path / "b", _engine("torch.inference_mode()"), Config(python=str(python)), use_cache=True)
+    assert as_set(second.findings) == as_set(first.findings) == {("engine/runner.py", "GM202", 7, 9)}
