@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple, Optional
 
+from .equal_objects import SharedObjects
+
 SCHEMA = 17
 MODULE_SCOPE = "<module>"
 
@@ -107,24 +109,57 @@ class Decorator(NamedTuple):
 def with_records(summary: dict) -> dict:
     """``summary`` with its records as the NamedTuples above, in place (JSON gives them back as lists).
 
-    Decoded summaries are read, never written, so what is equal may be one object: every empty list of a function
-    and of a call, every call's empty keyword arguments, and the names calls and assignments spell
-    (``["n", "self.x"]``), shared by every decoded summary: a fifth of the summaries' memory on sglang (816 to 650
-    MB), for about 0.6 s more decoding there (of a 20 s cold run). Records of any other shape raise, as before."""
-    shared = _shared_name
+    Decoded summaries are read, never written, so what is equal may be one object, across every summary decoded in
+    the run: every empty list of a function and of a call, every call's empty keyword arguments, the leaves of
+    calls, arguments, assignments and returns (``["n", "self.x"]``, ``["c", 0]``, ``["k", None]``, ``["f"]``), a
+    call's one argument when that is a leaf, the strings of names, parameters, annotations and imports, and line
+    numbers. On the four trees of ``bench/monorepo.py`` that is 2,576 -> about 1,900 MiB of decoded summaries
+    (sglang 650 -> about 480), for about a quarter more decoding (NOTES, "Memory"). Records of any other shape
+    raise, as before; a leaf of any other shape is kept as it is."""
+    leaf = _shared_leaf
     empty = _EMPTY_LIST
+    text = _STRINGS.setdefault
+    number = _NUMBERS.get
+    one_arg = _ONE_ARGUMENT.setdefault
     for fn in summary["functions"].values():
         for field, value in fn.items():
-            if not value and type(value) is list:
-                fn[field] = empty
+            if type(value) is str:
+                fn[field] = text(value, value)
+            elif not value:
+                if type(value) is list:
+                    fn[field] = empty
+                elif type(value) is dict:
+                    fn[field] = _EMPTY_DICT
         calls = fn["calls"]
         if calls and type(calls[0]) is list:
-            fn["calls"] = [Call(shared(c[0]), c[1] if c[1] or type(c[1]) is not list else empty,
-                                c[2] if c[2] or type(c[2]) is not dict else _EMPTY_DICT, *c[3:])
-                           for c in calls]
+            records = []
+            for call in calls:
+                args, kwargs = call[1], call[2]
+                if not args and type(args) is list:
+                    args = empty
+                elif len(args) == 1:
+                    arg = leaf(args[0])
+                    args = one_arg(id(arg), [arg]) if arg[0] in _LEAF_TAGS else [arg]
+                else:
+                    args = [leaf(arg) for arg in args]
+                if not kwargs and type(kwargs) is dict:
+                    kwargs = _EMPTY_DICT
+                else:
+                    for keyword, value in kwargs.items():
+                        kwargs[keyword] = leaf(value)
+                records.append(Call(leaf(call[0]), args, kwargs, number(call[3], call[3]), *call[4:]))
+            fn["calls"] = records
         assigns = fn["assigns"]
         if assigns and type(assigns[0]) is list:
-            fn["assigns"] = [Assign(shared(a[0]), shared(a[1]), *a[2:]) for a in assigns]
+            fn["assigns"] = [Assign(leaf(a[0]), leaf(a[1]), a[2], number(a[3], a[3]), *a[4:]) for a in assigns]
+        rets = fn["rets"]
+        if rets and type(rets[0]) is list:
+            fn["rets"] = [Return(leaf(r[0]), number(r[1], r[1]), *r[2:]) for r in rets]
+        guards = fn["guards"]
+        if guards and type(guards[0]) is list:
+            fn["guards"] = [Guard(list(map(text, g[0], g[0])) if g[0] else empty, g[1], g[2], number(g[3], g[3]),
+                                  list(map(text, g[4], g[4])) if g[4] else empty, g[5] or empty, *g[6:])
+                            for g in guards]
         for field, record in _OTHER_RECORDS.items():
             records = fn[field]
             if records and type(records[0]) is list:
@@ -132,8 +167,15 @@ def with_records(summary: dict) -> dict:
         withs = fn["withs"]
         if withs and type(withs[0]) is list:
             fn["withs"] = [With(w[0], w[1], [Item(*i) for i in w[2]], *w[3:]) for w in withs]
-    if len(_NAMES) > _NAMES_LIMIT:  # a long-lived server meets new names for ever: the sharing is bounded
-        _NAMES.clear()
+        params = fn["params"]
+        if params:
+            fn["params"] = list(map(text, params, params))
+        for field in _NAME_TABLES:
+            table = fn[field]
+            for key, value in table.items():
+                table[key] = text(value, value)
+    for table in _SHARED_TABLES:
+        table.bound()
     return summary
 
 
@@ -146,18 +188,43 @@ def records_or_none(summary: dict) -> Optional[dict]:
         return None
 
 
-_OTHER_RECORDS = {"rets": Return, "guards": Guard, "dec": Decorator, "asserts": Assertion}
+_OTHER_RECORDS = {"dec": Decorator, "asserts": Assertion}
+_NAME_TABLES = ("ann", "imports")  # name -> a dotted name
 _EMPTY_LIST: list = []
 _EMPTY_DICT: dict = {}
-_NAMES: dict[str, list] = {}  # dotted name -> the one ``["n", name]`` decoded summaries share
-_NAMES_LIMIT = 1 << 20
+_LEAF_TAGS = frozenset("nckf?")
+# The tables a run adds to are bounded (a server meets new values for ever), and keyed so that values of two types
+# JSON tells apart but Python finds equal (``1 == True``) never meet: a garbled row's leaf reaches no other summary.
+_NAMES = SharedObjects(1 << 20)  # dotted name -> ["n", name]
+_CONSTANTS = SharedObjects(1 << 18)  # (type, value) -> ["k", value]
+_ONE_ARGUMENT = SharedObjects(1 << 20)  # id of a leaf -> [leaf] (the table holds the leaf: the id stays its own)
+_STRINGS = SharedObjects(1 << 21)
+_SHARED_TABLES = (_NAMES, _CONSTANTS, _ONE_ARGUMENT, _STRINGS)
+_name_of, _constant_of = _NAMES.setdefault, _CONSTANTS.setdefault
+# Made once and never added to: a garbled `True` for 1 gets 1, and nothing of it reaches another summary.
+_NUMBERS = {n: n for n in range(1 << 15)}  # lines (CPython shares only -5..256)
+_CALL_RESULTS = {n: ["c", n] for n in range(1 << 10)}  # call index -> ["c", index]
+_ALONE = {"f": ["f"], "?": ["?"]}
 
 
-def _shared_name(expr: list) -> list:
-    """The shared ``["n", name]`` equal to ``expr``, where it is one (a row of any other shape, planted or garbled,
-    shares nothing: its objects never reach another summary); else ``expr``."""
-    if type(expr) is list and len(expr) == 2 and expr[0] == "n" and type(expr[1]) is str:
-        return _NAMES.setdefault(expr[1], expr)
+def _shared_leaf(expr: list) -> list:
+    """The shared object equal to ``expr`` where it is a well-formed leaf (``["n", str]``, ``["c", int]``, ``["k",
+    str|int|bool|None]``, ``["f"]``, ``["?"]``); else ``expr`` (a row of any other shape, planted or garbled,
+    shares nothing: its objects never reach another summary)."""
+    if type(expr) is list:
+        if len(expr) == 2:
+            tag, value = expr
+            kind = type(value)
+            if tag == "n":
+                if kind is str:
+                    return _name_of(value, expr)
+            elif tag == "c":
+                if kind is int:
+                    return _CALL_RESULTS.get(value, expr)
+            elif tag == "k" and (kind is str or kind is int or kind is bool or value is None):
+                return _constant_of((kind, value), expr)
+        elif len(expr) == 1:
+            return _ALONE.get(expr[0], expr) if type(expr[0]) is str else expr
     return expr
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .equal_objects import SharedObjects
+
 # What a name may denote.
 FUNC, CLASS, MODULE, EXTERNAL, INSTANCE, LOCAL, PARAM, GLOBAL, FIELD = (
     "func", "class", "module", "external", "instance", "local", "param", "global", "field")
@@ -18,10 +20,8 @@ class Symbol(NamedTuple):
 def fid_of(module: str, qual: str) -> str:
     # one object per fid: the memos and edges of a big project held hundreds of thousands of copies of a few
     fid = f"{module}:{qual}"
-    if len(_FIDS) > _FIDS_LIMIT:  # not sys.intern: a long-lived server would keep every fid it ever made
-        _FIDS.clear()
+    _FIDS.bound()
     return _FIDS.setdefault(fid, fid)
 
 
-_FIDS: dict[str, str] = {}
-_FIDS_LIMIT = 1 << 21
+_FIDS = SharedObjects(1 << 21)

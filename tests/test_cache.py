@@ -567,14 +567,14 @@ def test_a_cached_summary_garbled_deep_inside_is_summarised_again(tmp_path, monk
     cache = root / ".gradmode_cache"
     rows = cache_rows(cache)
     warm = os.path.join("engine", "warm.py")
-    # past the checks made when it is taken and decoded: arguments that are no list
-    rows[warm][1]["functions"]["warmup"]["calls"] = [[["n", "torch.empty"], 5, {}, 3, 4, -1, -1]]
+    # past the checks made when it is taken and decoded: a call inside a with statement the function lacks
+    rows[warm][1]["functions"]["warmup"]["calls"] = [[["n", "torch.empty"], [], {}, 3, 4, 99, -1]]
     write_cache_rows(cache, rows)
     write_cache_fact(cache, "results", None)
     summarised = _summarised_in(monkeypatch)
     assert _findings(root)[0] == cold
     assert sorted(summarised) == sorted(str(p.relative_to(root)) for p in root.rglob("*.py"))  # all afresh
-    assert cache_rows(cache)[warm][1]["functions"]["warmup"]["calls"][0][1] != 5
+    assert cache_rows(cache)[warm][1]["functions"]["warmup"]["calls"][0][5] != 99
     assert _findings(root)[1].analysis is None  # and the result was saved
 
 

@@ -255,6 +255,39 @@ def test_decoded_summaries_share_names_and_empties_and_keep_every_value():
     assert value == ["k", "torch.empty"]  # not the shared ["n", "torch.empty"]
 
 
+def test_decoded_summaries_share_leaves_strings_and_lines_and_keep_every_value():
+    """Two decoded summaries hold one object for each leaf of a call, an argument, an assignment or a return they
+    both spell, for a call's one argument when that is a leaf, for the strings of parameters, annotations and
+    imports, and for line numbers; a constant is shared only with one of its own type (``1 == True`` in Python,
+    not in JSON), and a value equal to a name's text is not that name."""
+    import json
+
+    from lints.summary_cache import encode_json
+
+    pad = "\n" * 300  # lines past 256, which CPython does not share by itself
+    texts = [pad + "import torch\nfrom os import path\ndef build(n: int, flag=True):\n    out = torch.empty(n)\n"
+             "    out.fill_(1)\n    f(n, None, 'x', fn())\n    g(n)\n    return out\n",
+             pad + "import torch\nfrom os import path\ndef build(n: int, flag=True):\n    out = torch.empty(n)\n"
+             "    out.fill_(True)\n    f(n, None, 'x', fn())\n    g(n)\n    return out\n"]
+    made = [summary.summarize(text, f"pkg/m{i}.py", f"pkg.m{i}") for i, text in enumerate(texts)]
+    one, two = (summary_records.with_records(json.loads(encode_json(m)))["functions"]["build"] for m in made)
+    assert [one, two] == [m["functions"]["build"] for m in made]
+    calls_one, calls_two = one["calls"], two["calls"]
+    assert [c.func for c in calls_one] == [["n", "torch.empty"], ["n", "out.fill_"], ["n", "fn"], ["n", "f"],
+                                           ["n", "g"]]
+    assert calls_one[1].args == [["k", 1]] and calls_two[1].args == [["k", True]]
+    assert calls_one[1].args[0] is not calls_two[1].args[0]  # 1 and True: equal in Python, not in JSON
+    assert calls_one[0].args is calls_two[0].args is calls_one[4].args  # [["n", "n"]], one list
+    for left, right in zip(calls_one[3].args, calls_two[3].args):  # n, None, 'x', the result of call 2
+        assert left is right
+    assert calls_one[0].line == 304 and calls_one[0].line is calls_two[0].line
+    assert one["assigns"][0].target == ["n", "out"] and one["assigns"][0].target is two["assigns"][0].target
+    assert one["rets"][0].value is two["rets"][0].value is one["assigns"][0].target
+    assert one["params"] == ["n", "flag"] and one["params"][0] is two["params"][0]
+    assert one["ann"]["n"] is two["ann"]["n"]
+    assert one["name"] is two["name"]
+
+
 def test_a_garbled_row_shares_nothing_with_the_summaries_decoded_after_it(monkeypatch):
     """A name spelt otherwise than ``["n", text]`` (a planted row: ``["n", "torch.empty", 0]``, ``"nf"``) is kept as
     it is, never handed to the summaries decoded after it, whose ``["n", "torch.empty"]`` stays what they say."""
@@ -262,7 +295,8 @@ def test_a_garbled_row_shares_nothing_with_the_summaries_decoded_after_it(monkey
 
     from lints.summary_cache import encode_json
 
-    monkeypatch.setattr(summary_records, "_NAMES", {})  # the garbled row decoded first of the run
+    for table in summary_records._SHARED_TABLES:  # the garbled row decoded first of the run
+        table.clear()
     valid = summary.summarize("import torch\ndef f():\n    pass\ndef build(n):\n    f()\n    return torch.empty(n)\n",
                               "pkg/v.py", "pkg.v")
     garbled = json.loads(encode_json(valid))
