@@ -292,10 +292,11 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
 
 def _summarise_and_analyse(entries: list[ProjectFile], config: Config, jobs: int, cache: Optional[SummaryCache],
                            max_bytes: int, overrides: dict[str, str], progress, use_cache: bool = True):
+    reused_before = cache.reused if cache is not None else 0  # a server's cache counts its earlier runs too
     summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides, progress)
     if cache is not None:
         cache.save()
-    if len(summaries) - (cache.reused if cache is not None else 0) >= BULK_SUMMARIES:
+    if len(summaries) - ((cache.reused - reused_before) if cache is not None else 0) >= BULK_SUMMARIES:
         give_back_freed_memory()  # their texts are gone: the analysis' objects could not have reused them
     library = _library_summaries(list(summaries.values()), config, jobs, max_bytes, use_cache)
     analysis = analyse({**summaries, **library} if library else summaries, config, jobs)

@@ -9,29 +9,31 @@ Windows, musl) nothing is done.
 """
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Optional
-
-_trim: Optional[Any] = None
-_looked = False
 
 
 def give_back_freed_memory() -> bool:
     """Whether the C library gave its free memory back to the system (glibc only)."""
-    global _trim, _looked
-    if not _looked:
-        _looked = True
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes  # a Python built without libffi has none
-
-                trim = ctypes.CDLL(None).malloc_trim  # the C library this process runs on
-                trim.argtypes = [ctypes.c_size_t]
-                trim.restype = ctypes.c_int
-                _trim = trim
-            except (ImportError, OSError, AttributeError):  # no ctypes, or not glibc
-                _trim = None
-    if _trim is None:
+    trim = _malloc_trim()
+    if trim is None:
         return False
-    _trim(0)
+    trim(0)
     return True
+
+
+@functools.lru_cache(maxsize=None)
+def _malloc_trim() -> Optional[Any]:
+    """glibc's ``malloc_trim``, looked up once; None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes  # a Python built without libffi has none
+
+        trim = ctypes.CDLL(None).malloc_trim  # the C library this process runs on
+    except (ImportError, OSError, AttributeError):  # no ctypes, or not glibc
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
