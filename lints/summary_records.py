@@ -141,7 +141,7 @@ def with_records(summary: dict) -> dict:
                     arg = leaf(args[0])
                     args = one_arg(id(arg), [arg]) if arg[0] in _LEAF_TAGS else [arg]
                 else:
-                    args = [leaf(arg) for arg in args]
+                    args = list(map(leaf, args))
                 if not kwargs and type(kwargs) is dict:
                     kwargs = _EMPTY_DICT
                 else:
@@ -167,13 +167,23 @@ def with_records(summary: dict) -> dict:
         withs = fn["withs"]
         if withs and type(withs[0]) is list:
             fn["withs"] = [With(w[0], w[1], [Item(*i) for i in w[2]], *w[3:]) for w in withs]
-        params = fn["params"]
-        if params:
-            fn["params"] = list(map(text, params, params))
+        for field in _NAME_LISTS:
+            names = fn[field]
+            if names:
+                fn[field] = list(map(text, names, names))
         for field in _NAME_TABLES:
             table = fn[field]
             for key, value in table.items():
                 table[key] = text(value, value)
+        defaults = fn["defaults"]
+        for key, value in defaults.items():
+            defaults[key] = leaf(value)
+    for cls in summary["classes"].values():
+        for field, value in cls.items():
+            if type(value) is str:
+                cls[field] = text(value, value)
+            elif type(value) is list and value:
+                cls[field] = list(map(text, value, value))
     for table in _SHARED_TABLES:
         table.bound()
     return summary
@@ -189,6 +199,7 @@ def records_or_none(summary: dict) -> Optional[dict]:
 
 
 _OTHER_RECORDS = {"dec": Decorator, "asserts": Assertion}
+_NAME_LISTS = ("params", "locals", "globals", "other_binds", "nested", "taken")
 _NAME_TABLES = ("ann", "imports")  # name -> a dotted name
 _EMPTY_LIST: list = []
 _EMPTY_DICT: dict = {}
