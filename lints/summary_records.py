@@ -110,12 +110,12 @@ def with_records(summary: dict) -> dict:
     """``summary`` with its records as the NamedTuples above, in place (JSON gives them back as lists).
 
     Decoded summaries are read, never written, so what is equal may be one object, across every summary decoded in
-    the run: every empty list of a function and of a call, every call's empty keyword arguments, the leaves of
-    calls, arguments, assignments and returns (``["n", "self.x"]``, ``["c", 0]``, ``["k", None]``, ``["f"]``), a
-    call's one argument when that is a leaf, the strings of names, parameters, annotations and imports, and line
-    numbers. On the four trees of ``bench/monorepo.py`` that is 2,576 -> about 1,900 MiB of decoded summaries
-    (sglang 650 -> about 480), for about a quarter more decoding (NOTES, "Memory"). Records of any other shape
-    raise, as before; a leaf of any other shape is kept as it is."""
+    the run: every empty list and dict of a function and of a call, the leaves of calls, arguments, assignments,
+    returns and defaults (``["n", "self.x"]``, ``["c", 0]``, ``["k", None]``, ``["f"]``), a call's one argument
+    when that is a leaf, the strings of names, parameters, annotations, imports and classes, and line numbers.
+    Decoded summaries of sglang 0.5.23: 650 -> 452 MiB, for about 0.9 s more decoding (of a 26 s cold run); of the
+    four trees of ``bench/monorepo.py``: 2,601 -> 1,682 MiB (NOTES, "Memory"). Records of any other shape raise,
+    as before; a leaf of any other shape is kept as it is."""
     leaf = _shared_leaf
     empty = _EMPTY_LIST
     text = _STRINGS.setdefault
@@ -213,7 +213,7 @@ _STRINGS = SharedObjects(1 << 21)
 _SHARED_TABLES = (_NAMES, _CONSTANTS, _ONE_ARGUMENT, _STRINGS)
 _name_of, _constant_of = _NAMES.setdefault, _CONSTANTS.setdefault
 # Made once and never added to: a garbled `True` for 1 gets 1, and nothing of it reaches another summary.
-_NUMBERS = {n: n for n in range(1 << 15)}  # lines (CPython shares only -5..256)
+_NUMBERS = {n: n for n in range(1 << 13)}  # lines (CPython shares only -5..256; a table made in 0.5 ms)
 _CALL_RESULTS = {n: ["c", n] for n in range(1 << 10)}  # call index -> ["c", index]
 _ALONE = {"f": ["f"], "?": ["?"]}
 
