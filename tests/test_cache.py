@@ -938,3 +938,25 @@ def test_no_ctypes_means_no_freed_memory_given_back_not_an_error(monkeypatch):
         assert freed_memory.give_back_freed_memory() is False
     finally:
         freed_memory._malloc_trim.cache_clear()
+
+
+def test_a_server_run_that_summarises_in_bulk_gives_the_freed_memory_back_whatever_it_reused_before(
+        tmp_path, monkeypatch):
+    """The language server keeps one cache across its runs: what it reused in runs before does not count against
+    the files a run summarises afresh."""
+    from lints import engine
+    from lints.summary_cache import MemorySummaries
+
+    calls = []
+    monkeypatch.setattr(engine, "BULK_SUMMARIES", 2)
+    monkeypatch.setattr(engine, "give_back_freed_memory", lambda: calls.append(1) or True)
+    root = write_package(tmp_path / "repo", BUGGY)
+    cache = MemorySummaries()
+    _findings(root, summary_cache=cache)
+    assert calls == [1]
+    cache.reused = 10 ** 6  # as if earlier runs had reused that many
+    for n in range(2):
+        (root / "engine" / f"added{n}.py").write_text(
+            f"import torch\nfrom engine.warm import warmup\n\ndef step{n}(n):\n    return warmup(n)\n")
+    _findings(root, summary_cache=cache)
+    assert calls == [1, 1]
