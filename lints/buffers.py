@@ -339,11 +339,11 @@ class Buffers(BufferFlow):
                 func = call.func
                 if func[0] != "n" or callee_leaf(func) not in leaves:
                     continue
-                targets: list[str] = []  # in order, not a set's: the updates' order shows in the findings
+                targets: dict[str, None] = {}  # in order, each once: the updates' order shows in the findings
                 for base in self.graph.call_targets(fid, index):
-                    for target in (base, *self.provenance.overrides(base)):
-                        if target not in targets:
-                            targets.append(target)
+                    targets[base] = None
+                    for target in self.provenance.overrides(base):
+                        targets[target] = None
                 for target in targets:
                     for param, mutation in writers.get(target, []):
                         arg = self.regions.argument_for(target, param, call)

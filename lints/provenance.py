@@ -172,15 +172,15 @@ class Provenance:
             return self._overrides[fid]
         project = self.project
         fn = project.function(fid)
-        found: list[str] = []
+        found: dict[str, None] = {}  # in the subclasses' order, each once (a big hierarchy has thousands)
         owner = project.class_of(fid) if fn["cls"] is not None else None
         if owner is not None and not fn["name"].startswith("__"):
             for sub in project.subclasses(owner):
                 method = project.method(sub, fn["name"])
-                if method is not None and method != fid and method not in found:
-                    found.append(method)
-        self._overrides[fid] = found
-        return found
+                if method is not None and method != fid:
+                    found[method] = None
+        listed = self._overrides[fid] = list(found)
+        return listed
 
     def _called_value(self, fid: str, symbol, depth: int) -> Optional[str]:
         """``factory()`` where ``factory`` is a local or a parameter: what the callable it holds makes."""
