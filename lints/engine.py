@@ -458,11 +458,12 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                                    _made_of(config, entries, max_bytes, words))
     if cached is None:
         with collector_paused():
+            reused_before = cache.reused if cache is not None else 0  # a server's cache counts its earlier runs too
             try:
                 summaries, summary_errors, analysis, all_findings, library = _summarise_and_analyse(
                     entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
             except (KeyError, TypeError, AttributeError, IndexError, ValueError):
-                if cache is None or not cache.reused:
+                if cache is None or cache.reused == reused_before:
                     raise  # from fresh summaries only: a bug of ours
                 # a cached summary garbled deeper than `SummaryCache.get` checks: once more, all afresh
                 cache.forget()

@@ -138,8 +138,9 @@ def with_records(summary: dict) -> dict:
                 if not args and type(args) is list:
                     args = empty
                 elif len(args) == 1:
-                    arg = leaf(args[0])
-                    args = one_arg(id(arg), [arg]) if arg[0] in _LEAF_TAGS else [arg]
+                    arg = leaf(args[0])  # a table's leaf (met before, or a name): its one-argument list shared
+                    args = one_arg(id(arg), [arg]) if arg is not args[0] or (
+                        arg[0] == "n" and type(arg[1]) is str) else [arg]
                 else:
                     args = list(map(leaf, args))
                 if not kwargs and type(kwargs) is dict:
@@ -203,9 +204,9 @@ _NAME_LISTS = ("params", "locals", "globals", "other_binds", "nested", "taken")
 _NAME_TABLES = ("ann", "imports")  # name -> a dotted name
 _EMPTY_LIST: list = []
 _EMPTY_DICT: dict = {}
-_LEAF_TAGS = frozenset("nckf?")
 # The tables a run adds to are bounded (a server meets new values for ever), and keyed so that values of two types
-# JSON tells apart but Python finds equal (``1 == True``) never meet: a garbled row's leaf reaches no other summary.
+# JSON tells apart but Python finds equal (``1 == True``) never meet in a valid row: a garbled row's leaf reaches no
+# other summary (``_STRINGS`` may hand a garbled `1` to another garbled row's `True`; a valid row asks only for str).
 _NAMES = SharedObjects(1 << 20)  # dotted name -> ["n", name]
 _CONSTANTS = SharedObjects(1 << 18)  # (type, value) -> ["k", value]
 _ONE_ARGUMENT = SharedObjects(1 << 20)  # id of a leaf -> [leaf] (the table holds the leaf: the id stays its own)

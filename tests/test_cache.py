@@ -559,6 +559,20 @@ def test_a_cached_summary_of_the_wrong_shape_is_a_miss(tmp_path, monkeypatch):
         monkeypatch.undo()
 
 
+def test_a_cached_call_whose_arguments_are_no_list_is_a_miss_of_its_file_alone(tmp_path, monkeypatch):
+    root = write_package(tmp_path / "repo", BUGGY)
+    cold, _ = _findings(root)
+    cache = root / ".gradmode_cache"
+    rows = cache_rows(cache)
+    warm = os.path.join("engine", "warm.py")
+    rows[warm][1]["functions"]["warmup"]["calls"] = [[["n", "torch.empty"], 5, {}, 3, 4, -1, -1]]
+    write_cache_rows(cache, rows)
+    write_cache_fact(cache, "results", None)
+    summarised = _summarised_in(monkeypatch)
+    assert _findings(root)[0] == cold
+    assert summarised == [warm]
+
+
 def test_a_cached_summary_garbled_deep_inside_is_summarised_again(tmp_path, monkeypatch):
     files = dict(BUGGY)
     files["engine/other.py"] = "def f():\n    return 1\n"

@@ -277,13 +277,17 @@ def test_decoded_summaries_share_leaves_strings_and_lines_and_keep_every_value()
                                            ["n", "g"]]
     assert calls_one[1].args == [["k", 1]] and calls_two[1].args == [["k", True]]
     assert calls_one[1].args[0] is not calls_two[1].args[0]  # 1 and True: equal in Python, not in JSON
+    assert type(calls_one[1].args[0][1]) is int and type(calls_two[1].args[0][1]) is bool
     assert calls_one[0].args is calls_two[0].args is calls_one[4].args  # [["n", "n"]], one list
     for left, right in zip(calls_one[3].args, calls_two[3].args):  # n, None, 'x', the result of call 2
         assert left is right
     assert calls_one[0].line == 304 and calls_one[0].line is calls_two[0].line
     assert one["assigns"][0].target == ["n", "out"] and one["assigns"][0].target is two["assigns"][0].target
     assert one["rets"][0].value is two["rets"][0].value is one["assigns"][0].target
-    assert one["params"] == ["n", "flag"] and one["params"][0] is two["params"][0]
+    assert one["params"] == ["n", "flag"] and one["params"][1] is two["params"][1]  # not "n": CPython shares those
+    assert one["defaults"]["flag"] is two["defaults"]["flag"]
+    tops = [summary_records.with_records(json.loads(encode_json(m)))["functions"]["<module>"] for m in made]
+    assert tops[0]["imports"]["path"] == "os.path" and tops[0]["imports"]["path"] is tops[1]["imports"]["path"]
     assert one["ann"]["n"] is two["ann"]["n"]
     assert one["name"] is two["name"]
 
