@@ -292,11 +292,10 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
 
 def _summarise_and_analyse(entries: list[ProjectFile], config: Config, jobs: int, cache: Optional[SummaryCache],
                            max_bytes: int, overrides: dict[str, str], progress, use_cache: bool = True):
-    reused_before = cache.reused if cache is not None else 0  # a server's cache counts its earlier runs too
     summaries, summary_errors = collect_summaries(entries, jobs, cache, max_bytes, overrides, progress)
     if cache is not None:
         cache.save()
-    if len(summaries) - ((cache.reused - reused_before) if cache is not None else 0) >= BULK_SUMMARIES:
+    if len(summaries) - (cache.reused if cache is not None else 0) >= BULK_SUMMARIES:
         give_back_freed_memory()  # their texts are gone: the analysis' objects could not have reused them
     library = _library_summaries(list(summaries.values()), config, jobs, max_bytes, use_cache)
     analysis = analyse({**summaries, **library} if library else summaries, config, jobs)
@@ -458,12 +457,11 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                                    _made_of(config, entries, max_bytes, words))
     if cached is None:
         with collector_paused():
-            reused_before = cache.reused if cache is not None else 0  # a server's cache counts its earlier runs too
             try:
                 summaries, summary_errors, analysis, all_findings, library = _summarise_and_analyse(
                     entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
             except (KeyError, TypeError, AttributeError, IndexError, ValueError):
-                if cache is None or cache.reused == reused_before:
+                if cache is None or not cache.reused:
                     raise  # from fresh summaries only: a bug of ours
                 # a cached summary garbled deeper than `SummaryCache.get` checks: once more, all afresh
                 cache.forget()

@@ -96,7 +96,7 @@ class SummaryCache:
         self._gone: set[bytes] = set()  # row paths of files the project no longer has, to be removed
         self._rewrite = False  # the file is written anew: it was absent, foreign, or forgotten
         self._results: Optional[dict] = None  # the last run's results: where no file holds them, or as read from it
-        self.reused = 0  # summaries this run took from the cache
+        self.reused = 0  # summaries the last `collect_summaries` took from the cache
         self.max_file_bytes = MAX_CACHE_BYTES  # a larger file is not read (``limit_to_sources``)
 
     def limit_to_sources(self, source_bytes: int) -> None:

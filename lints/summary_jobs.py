@@ -85,6 +85,8 @@ def collect_summaries(entries: list[ProjectFile], jobs: int, cache: Optional[Sum
     todo: list[_Job] = []
     todo_entries: list[ProjectFile] = []
     overrides = overrides or {}
+    if cache is not None:
+        cache.reused = 0  # this collection's: a language server's cache lives through many runs
     for entry in entries:
         if entry.path in overrides:
             result = summarize_source(source_from_text(entry.path, overrides[entry.path]), entry.module,

@@ -121,6 +121,7 @@ def with_records(summary: dict) -> dict:
     text = _STRINGS.setdefault
     number = _NUMBERS.get
     one_arg = _ONE_ARGUMENT.setdefault
+    texts = _shared_texts
     for fn in summary["functions"].values():
         for field, value in fn.items():
             if type(value) is str:
@@ -158,8 +159,7 @@ def with_records(summary: dict) -> dict:
             fn["rets"] = [Return(leaf(r[0]), number(r[1], r[1]), *r[2:]) for r in rets]
         guards = fn["guards"]
         if guards and type(guards[0]) is list:
-            fn["guards"] = [Guard(list(map(text, g[0], g[0])) if g[0] else empty, g[1], g[2], number(g[3], g[3]),
-                                  list(map(text, g[4], g[4])) if g[4] else empty, g[5] or empty, *g[6:])
+            fn["guards"] = [Guard(texts(g[0]), g[1], g[2], number(g[3], g[3]), texts(g[4]), g[5] or empty, *g[6:])
                             for g in guards]
         for field, record in _OTHER_RECORDS.items():
             records = fn[field]
@@ -169,9 +169,7 @@ def with_records(summary: dict) -> dict:
         if withs and type(withs[0]) is list:
             fn["withs"] = [With(w[0], w[1], [Item(*i) for i in w[2]], *w[3:]) for w in withs]
         for field in _NAME_LISTS:
-            names = fn[field]
-            if names:
-                fn[field] = list(map(text, names, names))
+            fn[field] = texts(fn[field])
         for field in _NAME_TABLES:
             table = fn[field]
             for key, value in table.items():
@@ -183,8 +181,8 @@ def with_records(summary: dict) -> dict:
         for field, value in cls.items():
             if type(value) is str:
                 cls[field] = text(value, value)
-            elif type(value) is list and value:
-                cls[field] = list(map(text, value, value))
+            elif type(value) is list:
+                cls[field] = texts(value)
     for table in _SHARED_TABLES:
         table.bound()
     return summary
@@ -217,6 +215,11 @@ _name_of, _constant_of = _NAMES.setdefault, _CONSTANTS.setdefault
 _NUMBERS = {n: n for n in range(1 << 13)}  # lines (CPython shares only -5..256; a table made in 0.5 ms)
 _CALL_RESULTS = {n: ["c", n] for n in range(1 << 10)}  # call index -> ["c", index]
 _ALONE = {"f": ["f"], "?": ["?"]}
+
+
+def _shared_texts(names: list) -> list:
+    """``names`` (a list of strings) with each string the shared one; the shared empty list for none."""
+    return list(map(_STRINGS.setdefault, names, names)) if names else _EMPTY_LIST
 
 
 def _shared_leaf(expr: list) -> list:
