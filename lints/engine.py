@@ -50,8 +50,10 @@ class ProjectRun:
 def project_files(root: str, config: Config, extra: Sequence[str] = (),
                   overrides: Optional[dict[str, str]] = None, read_keys: bool = True,
                   max_bytes: int = MAX_FILE_BYTES, known_keys: Optional[dict] = None,
-                  walked: Optional[list[str]] = None) -> list[ProjectFile]:
-    """``walked``: what ``project_walk(root, config)`` found already."""
+                  walked: Optional[list[str]] = None,
+                  stats: Optional[dict[str, Optional[os.stat_result]]] = None) -> list[ProjectFile]:
+    """``walked``: what ``project_walk(root, config)`` found already; ``stats``: what ``file_stats`` took of its
+    files (a file it lacks, or could not stat, is looked at again)."""
     if walked is None:
         walked = project_walk(root, config)
     files = [os.path.normpath(f) for f in walked]
@@ -74,7 +76,7 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
         elif not read_keys:
             key = None
         else:
-            key = content_key(path, max_bytes, known_keys)
+            key = content_key(path, max_bytes, known_keys, stats.get(path) if stats is not None else None)
         entries.append(ProjectFile(path, module, is_package, key))
     return entries
 
@@ -148,18 +150,30 @@ def _respelt_below(path: str, root: str, top: Optional[str] = None) -> str:
     return os.path.normpath(os.path.join(root, absolute[len(top):].lstrip(os.sep)))
 
 
-def _source_bytes(paths: Sequence[str], overrides: dict[str, str]) -> int:
-    """The size of the project's source: a stat per file (sglang's 4,719 files: about 10 ms)."""
+def _source_bytes(paths: Sequence[str], overrides: dict[str, str],
+                  stats: Optional[dict[str, Optional[os.stat_result]]] = None) -> int:
+    """The size of the project's source: a stat per file (sglang's 4,719 files: about 10 ms), or what ``stats``
+    (``file_stats``) took already."""
     total = 0
     for path in dict.fromkeys(paths):
         if path in overrides:
             total += len(overrides[path])
             continue
-        try:
-            total += os.stat(path).st_size
-        except (OSError, ValueError):
-            pass
+        status = stats.get(path) if stats is not None else _stat_or_none(path)
+        total += status.st_size if status is not None else 0
     return total
+
+
+def file_stats(paths: Sequence[str]) -> dict[str, Optional[os.stat_result]]:
+    """Each path's ``os.stat`` (None where it fails), taken once for both the source's size and the files' stamps."""
+    return {path: _stat_or_none(path) for path in paths}
+
+
+def _stat_or_none(path: str) -> Optional[os.stat_result]:
+    try:
+        return os.stat(path)
+    except (OSError, ValueError):
+        return None
 
 
 def analyse(summaries: dict[str, dict], config: Config, jobs: int = 1):
@@ -416,11 +430,13 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         extra = list(overrides) if same_walk else [_respelt_below(p, root, top) for p in requested]
         if not same_walk:
             walked = project_walk(root, config)
+        read_keys = cache is not None and not cache.is_empty()
+        stats = file_stats([*walked, *extra]) if read_keys else None
         if cache is not None and cache.reads_a_file():  # before its stamps are read (``known_keys``)
-            cache.limit_to_sources(_source_bytes([*walked, *extra], overrides))
-        entries = project_files(root, config, extra, overrides,
-                                read_keys=cache is not None and not cache.is_empty(), max_bytes=max_bytes,
-                                known_keys=cache.known_keys() if cache is not None else None, walked=walked)
+            cache.limit_to_sources(_source_bytes([*walked, *extra], overrides, stats))
+        entries = project_files(root, config, extra, overrides, read_keys=read_keys, max_bytes=max_bytes,
+                                known_keys=cache.known_keys() if cache is not None else None, walked=walked,
+                                stats=stats)
     # results are saved with summaries: without any, they cannot be a hit
     if not entries:  # nothing to keep: no cache folder is made (a workspace above its checkouts has none)
         cache = None

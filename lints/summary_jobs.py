@@ -45,15 +45,17 @@ def text_key(path: str, text: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     return "text-" + file_key(text.encode("utf-8", "surrogatepass"))
 
 
-def content_key(path: str, max_bytes: int = MAX_FILE_BYTES, known: Optional[dict] = None) -> str:
+def content_key(path: str, max_bytes: int = MAX_FILE_BYTES, known: Optional[dict] = None,
+                status: Optional[os.stat_result] = None) -> str:
     """The hash the caches compare a file by; "" when it cannot be read (or is no regular file, or is
     over ``max_bytes``: its cached summary must not stand in for the error summarising it gives).
     ``known``: path -> (stamp, key) from earlier calls of a long-lived process (the language server),
-    where a file whose size, times and inode are as they were is not read again."""
+    where a file whose size, times and inode are as they were is not read again; ``status``: the file's
+    ``os.stat``, where the caller took it already (one stat per file and run)."""
     stamp = None
     if known is not None:
         try:
-            st = os.stat(path)
+            st = status if status is not None else os.stat(path)
             stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, max_bytes)
         except (OSError, ValueError):
             return ""

@@ -7,7 +7,7 @@ import contextlib
 import functools
 import os
 import time
-from typing import Callable, Collection, Iterable, Iterator, Optional, Sequence
+from typing import Callable, Collection, Iterable, Iterator, NamedTuple, Optional, Sequence
 
 from . import gitignore
 from .globs import path_matcher, relative_to
@@ -74,23 +74,20 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Sto
         if len(used) == len(listings) and all(a is b for a, b in zip(used, listings)):
             return list(found[0]), list(found[1])
 
-    excluded = _exclusion(exclude) if exclude else None
     for index, given in enumerate(paths):
         if os.path.isdir(given):
             walked = listings[index][0] if listings is not None and isinstance(listings[index], tuple) else \
                 _walk(given, exclude, stop_at, anchor, respect_gitignore)
-            for root, names in walked:
-                root = os.path.normpath(root)
+            for folder in walked:
+                root = os.path.normpath(folder.root)
                 root = "" if root == os.curdir else root  # `a.py`, not `./a.py`
-                # a file's path as globs match it is its folder's and its name: counted once per folder
-                folder = relative_to(root or os.curdir, anchor) if exclude else ""
-                for name in names:
+                files += [os.path.join(root, name) for name in folder.files]
+                for name in folder.unusual:
                     full = os.path.join(root, name)
-                    if not (excluded and excluded(name, name if folder == "." else f"{folder}/{name}")):
-                        if is_regular_file(full) is False:  # a FIFO would block the run; a broken link
-                            errors.append(FileError(full, NOT_REGULAR))  # reports its own error later
-                        else:
-                            files.append(full)
+                    if is_regular_file(full) is False:  # a FIFO would block the run; a broken link
+                        errors.append(FileError(full, NOT_REGULAR))  # reports its own error later
+                    else:
+                        files.append(full)
         elif os.path.lexists(given):
             files.append(given)  # a broken link or unreadable file reports its own error
         else:
@@ -112,13 +109,21 @@ def stopping_points(folder: str, exclude: Iterable[str], stop_at: StopAt, anchor
 
 
 def _walk(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt] = None, anchor: str = "",
-          respect_gitignore: bool = True) -> Iterator[tuple[str, list[str]]]:
-    """(folder, sorted names of its Python files) under ``folder``, not into symlinked, excluded or
-    ignored folders (a walk never enters a link, so ``stop_at`` is asked only of real folders, once each)."""
+          respect_gitignore: bool = True) -> Iterator["FolderListing"]:
+    """The folders under ``folder`` and their Python files, not into symlinked, excluded or ignored folders (a
+    walk never enters a link, so ``stop_at`` is asked only of real folders, once each)."""
     return iter(_listing(folder, exclude, stop_at, anchor, respect_gitignore)[0])
 
 
-Listing = tuple[list[tuple[str, list[str]]], list[str]]  # (folder, its .py names) walked; the folders left out
+class FolderListing(NamedTuple):
+    """A folder a walk listed: its Python files that no exclude or ignore rule leaves out, sorted."""
+
+    root: str  # spelt from the folder the walk started at
+    files: list[str]  # regular files, as the listing's entry types tell (no stat of each)
+    unusual: list[str]  # links, FIFOs, sockets, devices: each looked at when the walk's files are taken
+
+
+Listing = tuple[list[FolderListing], list[str]]  # the folders walked; the folders left out
 _shared_listings: Optional[dict[tuple, Listing]] = None
 _remembered: Optional[dict[tuple, tuple[list, Listing]]] = None
 
@@ -208,14 +213,19 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
         if _stamps(folders[0]) == folders[1]:
             return listing
         del _remembered[key]
-    walked: list[tuple[str, list[str]]] = []
+    walked: list[FolderListing] = []
     stopped: list[str] = []
     unlisted: list[str] = []  # folders that could not be listed
     top = os.path.abspath(folder)
-    # (folder, its absolute path, the ignore rules of the folder holding it); next to see at the end
-    pending: list[tuple[str, str, Optional[gitignore.Rules]]] = [(folder, top, None)]
+    excluded = _exclusion(exclude) if exclude else None
+    # a folder below the anchor is counted from it as its parent's path and its name (``relative_to``, not an
+    # ``abspath`` and a ``relpath`` per folder); one outside is asked of ``relative_to`` itself
+    top_inside = _inside(folder, anchor) if excluded else None
+    # (folder, its absolute path, the ignore rules of the folder holding it, its path counted from the anchor,
+    # where it lies below it); next to see at the end
+    pending: list[tuple[str, str, Optional[gitignore.Rules], Optional[str]]] = [(folder, top, None, top_inside)]
     while pending:
-        root, absolute, outer = pending.pop()
+        root, absolute, outer, inside = pending.pop()
         try:
             with os.scandir(root) as scan:
                 entries = list(scan)
@@ -229,22 +239,32 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
         rules = None
         if respect_gitignore:
             rules = gitignore.rules_at(top) if root == folder else gitignore.rules_entering(absolute, outer, names)
-        python_files, subfolders = [], []
+        # as globs see this folder's entries (as ``discover`` spelt them before: the walk's path, normalised)
+        counted = None if excluded is None else inside if inside is not None else \
+            relative_to(os.path.normpath(root) or os.curdir, anchor)
+        python_files, unusual, subfolders = [], [], []
         for entry in entries:
+            name = entry.name
             if _is_folder(entry):
-                if not _is_link(entry) and not _excluded(entry.name, os.path.join(root, entry.name), exclude, anchor) \
-                        and not gitignore.is_ignored(rules, absolute, entry.name, True):
-                    subfolders.append(entry.name)
-            elif entry.name.endswith(".py") and not gitignore.is_ignored(rules, absolute, entry.name, False):
-                python_files.append(entry.name)
-        walked.append((root, sorted(python_files)))
+                if excluded is not None:
+                    below = _below(inside, name) if inside is not None else \
+                        relative_to(os.path.join(root, name), anchor)
+                    if excluded(name, below):
+                        continue
+                if not _is_link(entry) and not gitignore.is_ignored(rules, absolute, name, True):
+                    subfolders.append(name)
+            elif name.endswith(".py") and not (excluded is not None and excluded(name, _below(counted, name))) \
+                    and not gitignore.is_ignored(rules, absolute, name, False):
+                (python_files if _is_plain_file(entry) else unusual).append(name)
+        walked.append(FolderListing(root, sorted(python_files), sorted(unusual)))
         for name in sorted(subfolders, reverse=True):  # the first in name order is seen next
-            pending.append((os.path.join(root, name), os.path.join(absolute, name), rules))
+            pending.append((os.path.join(root, name), os.path.join(absolute, name), rules,
+                            _below(inside, name) if inside is not None else None))
     if _shared_listings is not None:
         _shared_listings[key] = (walked, stopped)
     if _remembered is not None:
-        seen = [os.path.abspath(root) for root, _ in walked] + [os.path.abspath(root) for root in stopped] + unlisted \
-            + _above(top)
+        seen = [os.path.abspath(listed.root) for listed in walked] + [os.path.abspath(root) for root in stopped] \
+            + unlisted + _above(top)
         stamps = _stamps(seen)
         if stamps is not None:
             _remembered[key] = ((seen, stamps), (walked, stopped))
@@ -257,6 +277,27 @@ def _is_folder(entry: os.DirEntry) -> bool:
         return entry.is_dir()
     except OSError:
         return False
+
+
+def _is_plain_file(entry: os.DirEntry) -> bool:
+    """A regular file and no link: what the listing's entry type says (a link, a FIFO, a type the file system did
+    not give is looked at in ``discover``)."""
+    try:
+        return entry.is_file(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _inside(folder: str, anchor: str) -> Optional[str]:
+    """``folder`` counted from ``anchor`` as globs see it (``relative_to``), where it lies below it; else None."""
+    inside = os.path.relpath(os.path.abspath(folder), anchor or os.curdir)
+    if inside == os.pardir or inside.startswith(os.pardir + os.sep):
+        return None
+    return inside.replace(os.sep, "/").replace("\\", "/")
+
+
+def _below(counted: str, name: str) -> str:
+    return name if counted == "." else f"{counted}/{name}"
 
 
 def _is_link(entry: os.DirEntry) -> bool:
