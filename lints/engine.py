@@ -7,10 +7,11 @@ reported for the given files only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from .cache_folders import cache_folder, markerless_cache_folder
 from .gitignore import forget as forget_ignore_files
@@ -350,7 +351,8 @@ def _library_summaries(project: list[dict], config: Config, jobs: int, max_bytes
 def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir: Optional[Path] = None,
                  use_cache: bool = True, max_bytes: int = MAX_FILE_BYTES,
                  overrides: Optional[dict[str, str]] = None, apply_noqa: bool = True,
-                 alone: bool = False, progress=None, summary_cache: Optional[SummaryCache] = None) -> ProjectRun:
+                 alone: bool = False, progress=None, summary_cache: Optional[SummaryCache] = None,
+                 findings_ready: Optional[Callable[[ProjectRun], None]] = None) -> ProjectRun:
     """Lint ``paths`` (files or folders) with the whole project around them as context
     (``alone``: the given files are the whole project, e.g. a snippet fixed in memory;
     ``progress``: a ``lints.progress.Progress`` advanced per file summarised). Files outside any
@@ -363,7 +365,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     that changed and re-runs the (in-memory) project analysis. ``summary_cache``: the summaries to
     reuse and add to instead of the project's cache folder (the language server keeps one in memory
     across runs, ``lints/server.py``); with ``use_cache`` on, it is used whatever the folder, and a
-    ``MemorySummaries`` reads what it lacks from the folder.
+    ``MemorySummaries`` reads what it lacks from the folder. ``findings_ready``: called with the run before
+    a hit or a carry writes the cache (flake8's background analysis hands the findings to its workers first).
     """
     from .analysis import ServingMode
 
@@ -449,6 +452,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     digest = _digest(config, entries, max_bytes) if cache is not None and complete else None
     cached = cache.results(digest) if digest is not None else None
     analysis = None
+    writes: list[Callable[[], None]] = []  # a hit's or a carry's, once its findings are out (``findings_ready``)
     if cached is not None:
         try:
             all_findings = [finding_from_dict(f) for f in cached["findings"]]
@@ -457,7 +461,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         except Exception:  # a result of any other shape (the checkout's to plant) is a miss
             cached = None
         else:
-            cache.save()  # the files' stamps it learnt, if any: the next run need not read them
+            writes.append(cache.save)  # the files' stamps it learnt, if any: the next run need not read them
     keep_results = cache is not None and (not overrides or cache.folder is None)
     if cached is None and digest is not None:
         try:
@@ -467,10 +471,10 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         if moved is not None:
             all_findings, summary_errors, serving, words = moved
             cached = {"carried": True}  # not analysed: as a hit
-            cache.save()
+            writes.append(cache.save)
             if keep_results:
-                cache.save_results(digest, all_findings, summary_errors, serving,
-                                   _made_of(config, entries, max_bytes, words))
+                writes.append(functools.partial(cache.save_results, digest, all_findings, summary_errors, serving,
+                                                _made_of(config, entries, max_bytes, words)))
     if cached is None:
         with collector_paused():
             try:
@@ -507,6 +511,13 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     if apply_noqa and findings:
         findings = without_suppressed(findings, text_reader(given_overrides))
     errors.sort(key=lambda e: e.path)
-    return ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole,
-                      loose_members=members, loose_folder=os.path.abspath(found) if loose else None,
-                      cache_folder=cache.folder if cache is not None else None, summary_cache=cache)
+    run = ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole,
+                     loose_members=members, loose_folder=os.path.abspath(found) if loose else None,
+                     cache_folder=cache.folder if cache is not None else None, summary_cache=cache)
+    try:
+        if findings_ready is not None:
+            findings_ready(run)
+    finally:
+        for write in writes:
+            write()
+    return run

@@ -299,7 +299,8 @@ class GradModeChecker:
                 lock, results, token = cls._prefetching[key]
                 # what the background analysis linted (a folder given outside any project: spelt as given)
                 linted_there = [os.path.abspath(p) for p in paths] == [os.path.abspath(spelt)]
-                # written last: this run's token means the analysis is done (the lock may be another flake8's by now)
+                # written once the findings are known (before the cache): this run's token means they are, while
+                # the lock may be another flake8's by now
                 found = _prefetched(results, token) if linted_there else None
                 if found is None:
                     cls._wait_for_prefetch(lock)  # then the result is in the cache, and in ``results``
@@ -473,19 +474,22 @@ def _prefetch(root: str, config: Config, results: str, token: str) -> int:
     from .summary_cache import encode_json
     from .workers import default_jobs
 
-    run = lint_project([root], config, jobs=default_jobs(), cache_dir=default_cache_dir(), apply_noqa=False)
-    # the token on a line of its own: a worker reads no further in a file of another run
-    text = token + "\n" + encode_json({"findings": [[os.path.abspath(f.path), f.to_dict()] for f in run.findings],
-                                       "errors": [[os.path.abspath(e.path), e.message] for e in run.errors]})
-    # a new file renamed over the name, whatever is there (a link the checkout planted is replaced, not followed)
-    fd, temporary = tempfile.mkstemp(dir=os.path.dirname(results), prefix=".tmp-prefetch-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temporary, results)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    def hand_over(run) -> None:  # before a hit or a carry writes the cache: the workers wait for this alone
+        # the token on a line of its own: a worker reads no further in a file of another run
+        text = token + "\n" + encode_json({"findings": [[os.path.abspath(f.path), f.to_dict()] for f in run.findings],
+                                           "errors": [[os.path.abspath(e.path), e.message] for e in run.errors]})
+        # a new file renamed over the name, whatever is there (a link the checkout planted is replaced, not followed)
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(results), prefix=".tmp-prefetch-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(temporary, results)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+
+    lint_project([root], config, jobs=default_jobs(), cache_dir=default_cache_dir(), apply_noqa=False,
+                 findings_ready=hand_over)
     return 0
 
 

@@ -58,7 +58,11 @@ _TABLES = {
     "summaries": "CREATE TABLE summaries (path BLOB PRIMARY KEY, key TEXT NOT NULL, stamp TEXT, words TEXT NOT NULL, "
                  "summary TEXT NOT NULL)",
 }
+# Every run reads each row's path, key and stamp: from this index, not from the table's pages, which hold the
+# summaries too (sglang's 4,719 rows: 5 ms, not 11).
+_INDEXES = {"stamps": "CREATE INDEX stamps ON summaries (path, key, stamp)"}
 _SCHEMA = sorted([("table", name, sql) for name, sql in _TABLES.items()]
+                 + [("index", name, sql) for name, sql in _INDEXES.items()]
                  + [("index", f"sqlite_autoindex_{name}_1", None) for name in _TABLES], key=lambda row: row[1])
 # How long a run waits for another run writing the same cache (flake8's processes, an editor and a hook).
 BUSY_SECONDS = 20.0
@@ -421,7 +425,7 @@ class SummaryCache:
             try:
                 db.execute("PRAGMA journal_mode=OFF")  # a file no one sees until it is complete
                 db.execute("BEGIN")
-                for sql in _TABLES.values():
+                for sql in [*_TABLES.values(), *_INDEXES.values()]:
                     db.execute(sql)
                 db.execute("INSERT INTO facts VALUES ('format', ?)", (CACHE_FORMAT,))
                 for query, args in statements:

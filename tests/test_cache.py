@@ -68,13 +68,14 @@ def _foreign_databases(path) -> None:
     view beside them, another format."""
     import sqlite3
 
-    from lints.summary_cache import CACHE_FORMAT, _TABLES
+    from lints.summary_cache import _INDEXES, _TABLES, CACHE_FORMAT
 
+    ours = [*_TABLES.values(), *_INDEXES.values()]
     plants = [["CREATE TABLE results (x)"],
-              [*_TABLES.values(), "CREATE TRIGGER t AFTER INSERT ON summaries BEGIN DELETE FROM facts; END"],
-              [*_TABLES.values(), "CREATE VIEW v AS SELECT * FROM summaries"],
-              [*_TABLES.values(), "INSERT INTO facts VALUES ('format', 'gradmode-summaries/other')"],
-              [*_TABLES.values(), f"INSERT INTO facts VALUES ('format', '{CACHE_FORMAT}')",
+              [*ours, "CREATE TRIGGER t AFTER INSERT ON summaries BEGIN DELETE FROM facts; END"],
+              [*ours, "CREATE VIEW v AS SELECT * FROM summaries"],
+              [*ours, "INSERT INTO facts VALUES ('format', 'gradmode-summaries/other')"],
+              [*ours, f"INSERT INTO facts VALUES ('format', '{CACHE_FORMAT}')",
                "INSERT INTO summaries VALUES ('engine/warm.py', 5, 7, x'00', x'00')"]]
     for statements in plants:
         path.unlink(missing_ok=True)

@@ -86,6 +86,16 @@ def test_read_source_refuses_what_is_not_a_regular_file(fifo_tree: Path, tmp_pat
     assert errors == [FileError(str(fifo_tree / "pipe.py"), NOT_REGULAR)]
 
 
+def test_discover_looks_through_links_the_listing_cannot_type(fifo_tree: Path) -> None:
+    # the listing's entry types decide plain files; a link is followed where the walk's files are taken
+    (fifo_tree / "to_pipe.py").symlink_to("pipe.py")
+    (fifo_tree / "to_bad.py").symlink_to("bad.py")
+    (fifo_tree / "dangling.py").symlink_to("nowhere.py")
+    files, errors = discover([str(fifo_tree)], exclude=())
+    assert files == [str(fifo_tree / name) for name in ("bad.py", "dangling.py", "to_bad.py")]
+    assert errors == [FileError(str(fifo_tree / name), NOT_REGULAR) for name in ("pipe.py", "to_pipe.py")]
+
+
 @pytest.mark.parametrize("given", ["folder", "file"])
 def test_codemod_does_not_hang_on_a_fifo(fifo_tree: Path, given: str) -> None:
     target = fifo_tree if given == "folder" else fifo_tree / "pipe.py"
@@ -405,6 +415,21 @@ def test_exclude_globs_with_a_folder_match_on_windows_paths(monkeypatch) -> None
     assert excluded("gen_a.py", "proj\\pkg\\gen_a.py")
     assert excluded("M_PB2.PY", "proj\\M_PB2.PY")  # Windows paths are case-blind
     assert not excluded("fixtures", "proj\\pkg\\fixtures")
+
+
+def test_excludes_without_wildcards_match_as_their_globs() -> None:
+    # looked up, not matched (``globs.path_matcher``): the same answers as the compiled globs
+    import itertools
+
+    from lints.globs import path_match, path_matcher
+
+    patterns = (".git", "build", "a/b", "./top", "./a/b/c", "tests/fixtures", "x/", "*.pyc", "foo*", "[ab]x")
+    parts = ("build", "a", "b", "c", "x", "top", "tests", "fixtures", ".git", "foo1", "q.pyc", "ax", "")
+    for size in (1, 2, 3):
+        for chosen in itertools.product(parts, repeat=size):
+            for path in ("/".join(chosen), "/" + "/".join(chosen)):
+                for subset in (patterns, patterns[:7], ("build",), ("./top",)):
+                    assert path_matcher(subset)(path) == (path_match(path, subset) is not None), (path, subset)
 
 
 def _timed_job(item: str) -> str:
