@@ -61,13 +61,19 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
     # Named files the walk skipped (outside the root, or under an excluded folder: exclude applies
     # to what a walk finds, as in ruff) join the project. One the walk found keeps its spelling,
     # unless its text is given: overrides are looked up by the spelling they were given in.
-    named = {os.path.basename(path) for path in extra}  # only a file of a name given can be one given
-    where = {os.path.abspath(f): i for i, f in enumerate(files) if extra and os.path.basename(f) in named}
+    spelt = set(files) if extra else set()
+    where: Optional[dict[str, int]] = None  # absolute path -> its place in ``files``, once a path is spelt otherwise
     for path in extra:
+        if path in spelt:  # spelt as the walk spells it (a package given below the root: each of its files)
+            continue
+        if where is None:
+            named = {os.path.basename(p) for p in extra}  # only a file of a name given can be one given
+            where = {os.path.abspath(f): i for i, f in enumerate(files) if os.path.basename(f) in named}
         absolute = os.path.abspath(path)
         if absolute not in where:
             where[absolute] = len(files)
             files.append(path)
+            spelt.add(path)
         elif overrides and path in overrides:
             files[where[absolute]] = path
     entries = []
