@@ -64,8 +64,8 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
     spelt = set(files) if extra else set()
     where: Optional[dict[str, int]] = None  # absolute path -> its place in ``files``, once a path is spelt otherwise
     for path in extra:
-        if path in spelt:  # spelt as the walk spells it (a package given below the root: each of its files)
-            continue
+        if path in spelt and not (overrides and path in overrides):  # spelt as the walk spells it (a package given
+            continue  # below the root: each of its files); a buffer's spelling is looked up by, the last one given
         if where is None:
             named = {os.path.basename(p) for p in extra}  # only a file of a name given can be one given
             where = {os.path.abspath(f): i for i, f in enumerate(files) if os.path.basename(f) in named}
@@ -497,30 +497,30 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         if keep_results:
             cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving,
                                _made_of(config, entries, max_bytes, library_words(library)))
-    # the project's paths are spelt from its root; report them as the user spelt the request
-    as_requested = _RequestedSpelling(requested)
-    findings = [dataclasses.replace(f, path=as_requested[f.path]) for f in all_findings if f.path in as_requested]
-    findings = [f for f in findings if not config.ignored_in(f.path, f.code)]
-    if cached is not None:  # only the files with an error need a look
-        errors += [FileError(as_requested[p], e.message) for p, e in summary_errors.items() if p in as_requested]
-    else:
-        summarised = {os.path.abspath(p) for p in summaries}
-        problems = {os.path.abspath(p): e for p, e in summary_errors.items()}
-        for path in requested:
-            absolute = os.path.abspath(path)
-            if absolute in problems:
-                errors.append(FileError(path, problems[absolute].message))
-            elif absolute not in summarised and path not in given_overrides:
-                source = read_source(path, max_bytes)  # not in the project walk (a FIFO, an excluded file)
-                if isinstance(source, FileError):
-                    errors.append(source)
-    if apply_noqa and findings:
-        findings = without_suppressed(findings, text_reader(given_overrides))
-    errors.sort(key=lambda e: e.path)
-    run = ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole,
-                     loose_members=members, loose_folder=os.path.abspath(found) if loose else None,
-                     cache_folder=cache.folder if cache is not None else None, summary_cache=cache)
-    try:
+    try:  # a hit's or a carry's writes run whatever happens below, once ``findings_ready`` has the findings
+        # the project's paths are spelt from its root; report them as the user spelt the request
+        as_requested = _RequestedSpelling(requested)
+        findings = [dataclasses.replace(f, path=as_requested[f.path]) for f in all_findings if f.path in as_requested]
+        findings = [f for f in findings if not config.ignored_in(f.path, f.code)]
+        if cached is not None:  # only the files with an error need a look
+            errors += [FileError(as_requested[p], e.message) for p, e in summary_errors.items() if p in as_requested]
+        else:
+            summarised = {os.path.abspath(p) for p in summaries}
+            problems = {os.path.abspath(p): e for p, e in summary_errors.items()}
+            for path in requested:
+                absolute = os.path.abspath(path)
+                if absolute in problems:
+                    errors.append(FileError(path, problems[absolute].message))
+                elif absolute not in summarised and path not in given_overrides:
+                    source = read_source(path, max_bytes)  # not in the project walk (a FIFO, an excluded file)
+                    if isinstance(source, FileError):
+                        errors.append(source)
+        if apply_noqa and findings:
+            findings = without_suppressed(findings, text_reader(given_overrides))
+        errors.sort(key=lambda e: e.path)
+        run = ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole,
+                         loose_members=members, loose_folder=os.path.abspath(found) if loose else None,
+                         cache_folder=cache.folder if cache is not None else None, summary_cache=cache)
         if findings_ready is not None:
             findings_ready(run)
     finally:

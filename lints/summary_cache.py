@@ -231,11 +231,13 @@ class SummaryCache:
 
     def rows_mentioning(self, names: list[str]) -> Optional[tuple[dict[str, str], list[tuple[str, str]]]]:
         """(path -> key of every row, [(path, summary JSON) of each row whose JSON holds one of ``names`` as a word
-        (``words_in``)]), from one snapshot of the rows (one statement: a run writing beside this one cannot swap a
-        row between the keys and the texts); ``names`` are ASCII identifiers. SQLite looks for them in each row's
-        words (sglang's: 10 MB, against 105 MB of summaries) and reads only the summaries that hold one; in memory
-        (the language server's cache), each summary is encoded once and kept. None where the rows cannot be read,
-        or ``names`` are too many for one query."""
+        (``words_in``)]); ``names`` are ASCII identifiers. The keys and every row's words come from one statement,
+        each summary that holds a name is read with its key, and a key that changed since (a run writing beside
+        this one) is None, as are rows that cannot be read and ``names`` too many for one expression. The words
+        (sglang's: 10 MB, against 105 MB of summaries) are searched here, as bytes, by one expression for all names
+        (SQLite's ``instr``, once per name, took 118 ms for five names on sglang's rows; this about 40 ms, and
+        no function of ours runs inside SQLite, where an interrupt would turn into an error). In memory (the
+        language server's cache), each summary is encoded once and kept."""
         if not names or len(names) > MAX_TEXTS_SOUGHT:
             return None
         if self.folder is None:
@@ -245,28 +247,22 @@ class SummaryCache:
         if not self.readable():
             return None
         db = self._connection()
-        # one expression for all names (SQLite's instr, once per name, took 118 ms for five on sglang's rows, this 37);
-        # a row whose words are not text may hold any: its summary is read, and must be text
-        sought = re.compile(" (?:" + "|".join(map(re.escape, names)) + ") ").search
-
-        def mentions_sought(words) -> bool:
-            return not isinstance(words, str) or sought(words) is not None
-
+        sought = re.compile(b" (?:" + b"|".join(re.escape(name.encode()) for name in names) + b") ").search
         try:
-            db.create_function("mentions_sought", 1, mentions_sought, deterministic=True)
-            rows = db.execute("SELECT path, key, CASE WHEN mentions_sought(words) THEN summary END FROM summaries"
-                              ).fetchall()
+            rows = db.execute("SELECT path, key, typeof(words) = 'text', CAST(words AS BLOB) FROM summaries").fetchall()
+            for row_path, key, is_text, words in rows:
+                if not isinstance(row_path, bytes) or not isinstance(key, str) or not _decodes(row_path):
+                    continue  # no row of ours: no file's key either
+                path = self._path_of(row_path)
+                keys[path] = key
+                # a row whose words are not text may hold any name: its summary is read, and must be text
+                if is_text != 1 or not isinstance(words, bytes) or sought(words) is not None:
+                    row = db.execute("SELECT key, summary FROM summaries WHERE path = ?", (row_path,)).fetchone()
+                    if row is None or row[0] != key or not isinstance(row[1], str):
+                        return None
+                    found.append((path, row[1]))
         except (sqlite3.Error, MemoryError):
             return None
-        for path, key, text in rows:
-            if not isinstance(path, bytes) or not isinstance(key, str) or not _decodes(path):
-                continue  # no row of ours: no file's key either
-            path = self._path_of(path)
-            keys[path] = key
-            if text is not None:
-                if not isinstance(text, str):
-                    return None  # a summary that may mention them, unread
-                found.append((path, text))
         return keys, found
 
     def _held_mentioning(self, names: list[str], paths: Iterable[str]
@@ -682,8 +678,9 @@ def words_in(text: str) -> set[str]:
 
 
 def row_words(text: str) -> str:
-    """A row's words as the cache keeps them: ``words_in(text)`` sorted, each between spaces, so that SQLite finds
-    a name as a word with ``instr(words, ' name ')``. Taken in the workers: about a second of CPU on sglang."""
+    """A row's words as the cache keeps them: ``words_in(text)`` sorted, each between spaces, so that a name is one
+    of them where ``' name '`` is in them (``rows_mentioning``). Taken in the workers: about a second of CPU on
+    sglang."""
     return f" {b' '.join(sorted(_word_bytes(text))).decode('ascii')} "
 
 

@@ -247,7 +247,7 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
             name = entry.name
             if _is_folder(entry):
                 if excluded is not None:
-                    below = _below(inside, name) if inside is not None else \
+                    below = _below(inside, _as_glob_part(name)) if inside is not None else \
                         relative_to(os.path.join(root, name), anchor)
                     if excluded(name, below):
                         continue
@@ -259,7 +259,7 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
         walked.append(FolderListing(root, sorted(python_files), sorted(unusual)))
         for name in sorted(subfolders, reverse=True):  # the first in name order is seen next
             pending.append((os.path.join(root, name), os.path.join(absolute, name), rules,
-                            _below(inside, name) if inside is not None else None))
+                            _below(inside, _as_glob_part(name)) if inside is not None else None))
     if _shared_listings is not None:
         _shared_listings[key] = (walked, stopped)
     if _remembered is not None:
@@ -298,6 +298,12 @@ def _inside(folder: str, anchor: str) -> Optional[str]:
 
 def _below(counted: str, name: str) -> str:
     return name if counted == "." else f"{counted}/{name}"
+
+
+def _as_glob_part(folder_name: str) -> str:
+    """A folder's name in a path as globs see it: ``relative_to`` writes every backslash as ``/`` (a file's own name
+    is kept as it is, as ``discover`` always kept it)."""
+    return folder_name.replace("\\", "/")
 
 
 def _is_link(entry: os.DirEntry) -> bool:

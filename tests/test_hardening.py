@@ -432,6 +432,39 @@ def test_excludes_without_wildcards_match_as_their_globs() -> None:
                     assert path_matcher(subset)(path) == (path_match(path, subset) is not None), (path, subset)
 
 
+def test_a_file_given_in_two_spellings_keeps_the_walks_or_the_last_buffers(tmp_path: Path) -> None:
+    from lints.engine import project_files
+
+    from .helpers import chdir
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    with chdir(tmp_path):
+        def spelt(extra, overrides=None):
+            return [e.path for e in project_files(".", Config(), extra, overrides, read_keys=False)]
+
+        assert spelt(["pkg/a.py", "./pkg/a.py", str(tmp_path / "pkg" / "a.py")]) == ["pkg/a.py"]
+        assert spelt(["./pkg/a.py", "pkg/a.py"], {"./pkg/a.py": "y = 1\n", "pkg/a.py": "y = 2\n"}) == ["pkg/a.py"]
+        assert spelt(["pkg/a.py", "./pkg/a.py"], {"./pkg/a.py": "y = 1\n", "pkg/a.py": "y = 2\n"}) == ["./pkg/a.py"]
+        assert spelt(["pkg/b.py", "pkg/b.py"]) == ["pkg/a.py", "pkg/b.py"]  # not walked: joins once
+
+
+@pytest.mark.skipif(os.sep != "/", reason="a backslash in a folder's name")
+def test_a_folder_named_with_a_backslash_is_excluded_as_globs_see_it(tmp_path: Path) -> None:
+    # ``relative_to`` writes a backslash as "/": ``tests\fixtures`` is the folder ``tests/fixtures`` names
+    from lints.walk import excluded_below
+
+    from .helpers import chdir
+
+    for folder in ("tests\\fixtures", "pkg"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "m.py").write_text("x = 1\n")
+    with chdir(tmp_path):
+        files, _ = discover(["."], exclude=("tests/fixtures",), anchor=str(tmp_path))
+        assert files == ["pkg/m.py"]
+        assert excluded_below("tests\\fixtures/m.py", ".", ("tests/fixtures",), anchor=str(tmp_path))
+
+
 def _timed_job(item: str) -> str:
     name, log = item.split("|")
     with open(log, "a") as handle:

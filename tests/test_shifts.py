@@ -497,6 +497,23 @@ def test_a_cache_row_of_another_type_that_may_mention_the_name_is_no_carry(tmp_p
     assert run.analysis is not None and _everything(run) == _everything(fresh)
 
 
+def test_a_cache_row_whose_words_are_not_utf8_does_not_stop_the_carry(tmp_path):
+    """The words are searched as bytes: a row whose words are not UTF-8 (only a planted file has such) and do not hold
+    the name lets the carry go on, as SQLite's byte search let it; where they hold it, its summary is read (here it
+    mentions the name nowhere else: carried all the same)."""
+    import sqlite3
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    _lint(root)
+    (database,) = (root / ".gradmode_cache").rglob("cache.sqlite3")
+    workspace = root / "engine" / "workspace.py"
+    for words, name in ((b" \xff ", "_nobody_reads"), (b"\xff _planted ", "_planted")):
+        with sqlite3.connect(database) as db:
+            db.execute("UPDATE summaries SET words = CAST(? AS TEXT) WHERE path = ?", (words, b"engine/main.py"))
+        workspace.write_text(workspace.read_text() + f"{name} = 1\n")
+        assert _carried_as_fresh(root), words
+
+
 def test_an_editors_absolute_path_shares_the_cache_of_relative_runs(tmp_path):
     """An editor names the file by its absolute path, pre-commit and the CLI by a relative one: one cache serves
     both (the same rows, the same results), and an unsaved edit that moves code is carried, not analysed."""
