@@ -63,7 +63,7 @@ def _key_only(job):
     """Summarise one file in a worker and hand back nothing but its content hash."""
     from lints import summary_jobs
 
-    key, _ = summary_jobs._summarize_job(job)
+    key, _, _ = summary_jobs._summarize_job(job)
     return key
 
 

@@ -55,8 +55,7 @@ def content_key(path: str, max_bytes: int = MAX_FILE_BYTES, known: Optional[dict
     stamp = None
     if known is not None:
         try:
-            st = status if status is not None else os.stat(path)
-            stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, max_bytes)
+            stamp = file_stamp(status if status is not None else os.stat(path), max_bytes)
         except (OSError, ValueError):
             return ""
         remembered = known.get(path)
@@ -71,6 +70,22 @@ def content_key(path: str, max_bytes: int = MAX_FILE_BYTES, known: Optional[dict
     if stamp is not None and key and settled(stamp[1], stamp[2]):
         known[path] = (stamp, key)
     return key
+
+
+def file_stamp(status: os.stat_result, max_bytes: int) -> tuple:
+    """What a file's key is remembered by (``content_key``'s ``known``): its size, times, inode and device, and
+    the size limit it was read under."""
+    return status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino, status.st_dev, max_bytes
+
+
+def _stamp_before_reading(path: str, max_bytes: int) -> Optional[tuple]:
+    """The file's stamp, taken before it is read: an edit after it moves the times, so the key read later is never
+    remembered by the times of older content. None where it cannot be taken or is too recent to stand for the file."""
+    try:
+        stamp = file_stamp(os.stat(path), max_bytes)
+    except (OSError, ValueError):
+        return None
+    return stamp if settled(stamp[1], stamp[2]) else None
 
 
 def _nonblocking(path: str, flags: int) -> int:
@@ -109,13 +124,15 @@ def collect_summaries(entries: list[ProjectFile], jobs: int, cache: Optional[Sum
     try:
         with collector_paused():  # the summaries the workers hand back are millions of objects
             results = run_jobs(_summarize_job, todo, jobs, progress.advance if progress is not None else None,
-                               on_crash=lambda j, why: ("", FileError(j.path, why)), weight=_job_weight,
+                               on_crash=lambda j, why: ("", None, FileError(j.path, why)), weight=_job_weight,
                                batch_weight=SUMMARY_BATCH_BYTES, min_weight=PARALLEL_MIN_BYTES,
                                hand_over=SUMMARY_HAND_OVER)
     finally:
         if progress is not None:
             progress.close()
-    for job, entry, (key, result, *text) in zip(todo, todo_entries, results):
+    # the stamps the workers took: the next run need not read these files again to hash them
+    known = cache.known_keys() if cache is not None else None
+    for job, entry, (key, stamp, result, *text) in zip(todo, todo_entries, results):
         entry.key = key
         if isinstance(result, FileError):
             errors[job.path] = result
@@ -123,6 +140,8 @@ def collect_summaries(entries: list[ProjectFile], jobs: int, cache: Optional[Sum
             summaries[job.path] = result
             if cache is not None and key:
                 cache.put(job.path, key, result, *text)
+                if stamp is not None and known is not None:
+                    known[job.path] = (stamp, key)
     if cache is not None and prune:
         cache.prune(summaries)
     return summaries, errors
@@ -174,41 +193,44 @@ class _Job:
     max_bytes: int
 
 
-def _summarize_job(job: _Job) -> tuple[str, Union[dict, FileError]]:
+def _summarize_job(job: _Job) -> tuple[str, Optional[tuple], Union[dict, FileError]]:
     with collector_paused():
         return _summarize_file(job)
 
 
-def _summarize_file(job: _Job) -> tuple[str, Union[dict, FileError]]:
+def _summarize_file(job: _Job) -> tuple[str, Optional[tuple], Union[dict, FileError]]:
+    """(key, stamp taken before reading (``_stamp_before_reading``), summary or error)."""
+    stamp = _stamp_before_reading(job.path, job.max_bytes)
     source = read_source(job.path, job.max_bytes)
-    if isinstance(source, FileError):
-        return content_key(job.path, job.max_bytes), source  # the key a rerun compares, also for a file it cannot use
+    if isinstance(source, FileError):  # the key a rerun compares, also for a file it cannot use
+        return content_key(job.path, job.max_bytes), None, source
     try:
-        return file_key(source.raw), summarize_source(source, job.module, job.is_package)
+        return file_key(source.raw), stamp, summarize_source(source, job.module, job.is_package)
     except Exception as exc:  # one bad file must not stop the run
-        return file_key(source.raw), FileError(job.path, f"internal error while summarising: "
-                                                         f"{type(exc).__name__}: {exc}")
+        return file_key(source.raw), stamp, FileError(job.path, f"internal error while summarising: "
+                                                                f"{type(exc).__name__}: {exc}")
 
 
-def _pack_summary(result: tuple[str, Union[dict, FileError]]) -> tuple:
+def _pack_summary(result: tuple[str, Optional[tuple], Union[dict, FileError]]) -> tuple:
     """In a worker: a summary travels back as the JSON text the summaries cache holds, with that text's words
     (``summary_cache.row_words``). Encoding it once serves the cache too, and decoding JSON costs the main
     process less than unpickling."""
-    key, summary = result
+    key, stamp, summary = result
     if isinstance(summary, dict):
         try:
             text = encode_json(summary)
         except (ValueError, RecursionError):  # not JSON (nested too deep): pickled, as in process; not cached
             return result
-        return key, text, row_words(text)
+        return key, stamp, text, row_words(text)
     return result
 
 
 def _unpack_summary(packed: tuple) -> tuple:
-    """In the main process: ``(key, summary, text, words)`` for a summary that came as text, else as it came."""
-    if len(packed) == 3 and isinstance(packed[1], str):
-        key, text, words = packed
-        return key, with_records(json.loads(text)), text, words
+    """In the main process: ``(key, stamp, summary, text, words)`` for a summary that came as text, else as it
+    came."""
+    if len(packed) == 4 and isinstance(packed[2], str):
+        key, stamp, text, words = packed
+        return key, stamp, with_records(json.loads(text)), text, words
     return packed
 
 

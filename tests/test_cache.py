@@ -887,9 +887,8 @@ def test_the_cache_keeps_each_files_stamp_so_a_rerun_hashes_only_what_changed(tm
     hashed = []
     real = summary_jobs.file_key
     monkeypatch.setattr(summary_jobs, "file_key", lambda raw: hashed.append(raw) or real(raw))
-    _findings(root, jobs=1)  # a hit: every file hashed once more, and its stamp kept
-    assert len(hashed) == len(list(root.rglob("*.py")))
-    hashed.clear()
+    _findings(root, jobs=1)  # a hit: no file hashed again, the cold run kept the stamps its workers took
+    assert hashed == []
     found, run = _findings(root, jobs=1)
     assert found == cold and run.analysis is None and hashed == []  # nothing read again
     (root / "engine" / "other2.py").write_text("def f2():\n    return 22\n")
@@ -964,3 +963,23 @@ def test_a_server_run_that_summarises_in_bulk_gives_the_freed_memory_back_whatev
             f"import torch\nfrom engine.warm import warmup\n\ndef step{n}(n):\n    return warmup(n)\n")
     _findings(root, summary_cache=cache)
     assert calls == [1, 1]
+
+
+def test_a_cold_run_keeps_the_stamps_its_files_were_read_by(tmp_path, monkeypatch):
+    """The rerun after a cold run hashes no file again (each worker took its file's stamp before reading it), and
+    an edit made after the cold run is seen: its stamp moved."""
+    from lints import summary_jobs, walk
+
+    monkeypatch.setattr(walk, "RACY_NANOSECONDS", 0)  # the files were written just now: trusted all the same, here
+    root = write_package(tmp_path / "repo", BUGGY)
+    cold, run = _findings(root)
+    assert run.analysis is not None
+    opened: list[str] = []
+    real = summary_jobs._nonblocking
+    monkeypatch.setattr(summary_jobs, "_nonblocking", lambda path, flags: opened.append(path) or real(path, flags))
+    found, run = _findings(root)
+    assert found == cold and run.analysis is None and opened == []
+    (edited,) = [path for path in root.rglob("*.py") if path.read_text().strip()][:1]
+    edited.write_text(edited.read_text() + "# an edit after the cold run\n")
+    found, run = _findings(root)
+    assert found == cold and [os.path.basename(path) for path in opened] == [edited.name]
