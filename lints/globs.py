@@ -41,7 +41,7 @@ def path_match(path: str, patterns: tuple[str, ...]) -> Optional[str]:
 
 def path_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
     """``path_match(path, patterns) is not None``, as one test for a walk's every file and folder. Patterns
-    without a wildcard (every default exclude) are looked up, not matched: a regular expression of forty
+    without a wildcard (every default exclude) are looked up, not matched: a regular expression of 54
     ``.*/name`` alternatives was a fifth of a run that found its results in the cache."""
     literal = tuple(p for p in patterns if not _WILDCARD.search(p))
     globbed = tuple(p for p in patterns if _WILDCARD.search(p))
