@@ -64,8 +64,10 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
     spelt = set(files) if extra else set()
     where: Optional[dict[str, int]] = None  # absolute path -> its place in ``files``, once a path is spelt otherwise
     for path in extra:
-        if path in spelt and not (overrides and path in overrides):  # spelt as the walk spells it (a package given
-            continue  # below the root: each of its files); a buffer's spelling is looked up by, the last one given
+        # spelt as the walk spells it (each file of a package given below the root): nothing to look up; a buffer's
+        # spelling is (the last one given wins)
+        if path in spelt and not (overrides and path in overrides):
+            continue
         if where is None:
             named = {os.path.basename(p) for p in extra}  # only a file of a name given can be one given
             where = {os.path.abspath(f): i for i, f in enumerate(files) if os.path.basename(f) in named}

@@ -474,7 +474,7 @@ def _prefetch(root: str, config: Config, results: str, token: str) -> int:
     from .summary_cache import encode_json
     from .workers import default_jobs
 
-    def hand_over(run) -> None:  # before a hit or a carry writes the cache: the workers wait for this alone
+    def write_findings(run) -> None:  # before a hit or a carry writes the cache: the workers wait for this alone
         # the token on a line of its own: a worker reads no further in a file of another run
         text = token + "\n" + encode_json({"findings": [[os.path.abspath(f.path), f.to_dict()] for f in run.findings],
                                            "errors": [[os.path.abspath(e.path), e.message] for e in run.errors]})
@@ -489,7 +489,7 @@ def _prefetch(root: str, config: Config, results: str, token: str) -> int:
             raise
 
     lint_project([root], config, jobs=default_jobs(), cache_dir=default_cache_dir(), apply_noqa=False,
-                 findings_ready=hand_over)
+                 findings_ready=write_findings)
     return 0
 
 

@@ -86,9 +86,19 @@ def _path_forms(pattern: str) -> tuple[str, ...]:
 def relative_to(path: str, root: str) -> str:
     """``path`` as path globs match it: counted from the folder ``root`` (with no settings file, "": the
     current folder) when it lies below it, else as given; parts joined by ``/``."""
+    inside = relative_inside(path, root)
+    return inside if inside is not None else _as_glob_path(path)
+
+
+def relative_inside(path: str, root: str) -> Optional[str]:
+    """``relative_to(path, root)`` where ``path`` lies below ``root``; None where it does not."""
     inside = os.path.relpath(os.path.abspath(path), root or os.curdir)
-    if inside != os.pardir and not inside.startswith(os.pardir + os.sep):
-        path = inside
+    if inside == os.pardir or inside.startswith(os.pardir + os.sep):
+        return None
+    return _as_glob_path(inside)
+
+
+def _as_glob_path(path: str) -> str:
     return path.replace(os.sep, "/").replace("\\", "/")
 
 

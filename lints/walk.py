@@ -10,7 +10,7 @@ import time
 from typing import Callable, Collection, Iterable, Iterator, NamedTuple, Optional, Sequence
 
 from . import gitignore
-from .globs import path_matcher, relative_to
+from .globs import path_matcher, relative_inside, relative_to
 from .model import FileError
 from .sources import NOT_REGULAR, is_regular_file
 
@@ -220,7 +220,7 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
     excluded = _exclusion(exclude) if exclude else None
     # a folder below the anchor is counted from it as its parent's path and its name (``relative_to``, not an
     # ``abspath`` and a ``relpath`` per folder); one outside is asked of ``relative_to`` itself
-    top_inside = _inside(folder, anchor) if excluded else None
+    top_inside = relative_inside(folder, anchor) if excluded else None
     # (folder, its absolute path, the ignore rules of the folder holding it, its path counted from the anchor,
     # where it lies below it); next to see at the end
     pending: list[tuple[str, str, Optional[gitignore.Rules], Optional[str]]] = [(folder, top, None, top_inside)]
@@ -286,14 +286,6 @@ def _is_plain_file(entry: os.DirEntry) -> bool:
         return entry.is_file(follow_symlinks=False)
     except OSError:
         return False
-
-
-def _inside(folder: str, anchor: str) -> Optional[str]:
-    """``folder`` counted from ``anchor`` as globs see it (``relative_to``), where it lies below it; else None."""
-    inside = os.path.relpath(os.path.abspath(folder), anchor or os.curdir)
-    if inside == os.pardir or inside.startswith(os.pardir + os.sep):
-        return None
-    return inside.replace(os.sep, "/").replace("\\", "/")
 
 
 def _below(counted: str, name: str) -> str:
