@@ -23,17 +23,8 @@ from typing import Callable, Iterable, Optional
 
 from .model import Finding, Fix
 from .summary_cache import encode_json, words_in
-from .summary_records import MODULE_SCOPE
+from .summary_records import CLASS_FIELDS, FUNCTION_FIELDS, MODULE_SCOPE, SUMMARY_FIELDS
 
-# The fields of a summary and of a function in it: a field added to either (one that may hold a
-# position) makes every shape unknown until this module learns it.
-_SUMMARY_FIELDS = frozenset({"schema", "path", "module", "package", "functions", "classes", "star"})
-_FUNCTION_FIELDS = frozenset({"name", "qual", "line", "col", "cls", "parent", "params", "ann", "defaults", "dec",
-                              "calls", "withs", "rets", "assigns", "guards", "imports", "globals", "locals",
-                              "nested", "notable", "blocks", "ret", "deferred", "asserts",
-                              "other_binds", "taken"})
-_CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope", "fields", "record_fields",
-                           "makers", "aliases"})
 NO_COLUMN = -1
 _REDEFINED = re.compile(r"@(\d+)(?=\.|$)")
 
@@ -41,7 +32,7 @@ _REDEFINED = re.compile(r"@(\d+)(?=\.|$)")
 def shape_and_places(summary: dict) -> Optional[tuple[str, list[tuple[int, int]]]]:
     """The summary as JSON with every position zeroed, and its positions in order ((line, NO_COLUMN)
     for a line alone); None for a summary of fields this module does not know."""
-    if set(summary) - _SUMMARY_FIELDS:
+    if set(summary) - SUMMARY_FIELDS:
         return None
     places: list[tuple[int, int]] = []
 
@@ -61,7 +52,7 @@ def shape_and_places(summary: dict) -> Optional[tuple[str, list[tuple[int, int]]
 
     functions = []  # pairs, not a dict: two names that differ only by a line must stay two
     for qual, fn in summary["functions"].items():
-        if set(fn) - _FUNCTION_FIELDS:
+        if set(fn) - FUNCTION_FIELDS:
             return None
         shaped = dict(fn)
         shaped["qual"], shaped["parent"] = named(fn["qual"]), named(fn["parent"])
@@ -80,7 +71,7 @@ def shape_and_places(summary: dict) -> Optional[tuple[str, list[tuple[int, int]]
         functions.append([named(qual), shaped])
     classes = []
     for qual, klass in summary["classes"].items():
-        if set(klass) - _CLASS_FIELDS:
+        if set(klass) - CLASS_FIELDS:
             return None
         classes.append([named(qual), {**klass, "qual": named(klass["qual"]), "scope": named(klass["scope"]),
                                       "line": at(klass["line"])}])

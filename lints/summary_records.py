@@ -21,12 +21,22 @@ Expressions are kept in a small tagged form, enough to follow names, calls and c
 """
 from __future__ import annotations
 
+from collections import deque
+from itertools import repeat
 from typing import Iterator, NamedTuple, Optional
 
 from .equal_objects import SharedObjects
 
 SCHEMA = 17
 MODULE_SCOPE = "<module>"
+# The fields of a summary, of a function in it and of a class: a field added to a function or a class (one that
+# may hold a position) makes every shape unknown to ``lints.shifts`` until it learns it.
+SUMMARY_FIELDS = frozenset({"schema", "path", "module", "package", "functions", "classes", "star"})
+FUNCTION_FIELDS = frozenset({"name", "qual", "line", "col", "cls", "parent", "params", "ann", "defaults", "dec",
+                             "calls", "withs", "rets", "assigns", "guards", "imports", "globals", "locals",
+                             "nested", "notable", "blocks", "ret", "deferred", "asserts", "other_binds", "taken"})
+CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope", "fields", "record_fields",
+                          "makers", "aliases"})
 
 # Records are NamedTuples: named fields, and still JSON arrays (summaries of a large tree are tens of MB of
 # JSON). `bench/record_decoding.py` measured them against plain lists and msgspec structs.
@@ -122,7 +132,8 @@ def with_records(summary: dict) -> dict:
     number = _NUMBERS.get
     one_arg = _ONE_ARGUMENT.setdefault
     texts = _shared_texts
-    for fn in summary["functions"].values():
+    functions = summary["functions"]
+    for qual, fn in functions.items():
         for field, value in fn.items():
             if type(value) is str:
                 fn[field] = text(value, value)
@@ -177,6 +188,8 @@ def with_records(summary: dict) -> dict:
         defaults = fn["defaults"]
         for key, value in defaults.items():
             defaults[key] = leaf(value)
+        if fn.keys() <= FUNCTION_FIELDS:  # (a planted field's name never reaches ``setattr``)
+            functions[qual] = _with_shared_keys(fn)
     for cls in summary["classes"].values():
         for field, value in cls.items():
             if type(value) is str:
@@ -209,7 +222,8 @@ _NAMES = SharedObjects(1 << 20)  # dotted name -> ["n", name]
 _CONSTANTS = SharedObjects(1 << 18)  # (type, value) -> ["k", value]
 _ONE_ARGUMENT = SharedObjects(1 << 20)  # id of a leaf -> [leaf] (the table holds the leaf: the id stays its own)
 _STRINGS = SharedObjects(1 << 21)
-_SHARED_TABLES = (_NAMES, _CONSTANTS, _ONE_ARGUMENT, _STRINGS)
+_TEXT_LISTS = SharedObjects(1 << 19)  # names -> the list of them
+_SHARED_TABLES = (_NAMES, _CONSTANTS, _ONE_ARGUMENT, _STRINGS, _TEXT_LISTS)
 _name_of, _constant_of = _NAMES.setdefault, _CONSTANTS.setdefault
 # Made once and never added to: a garbled `True` for 1 gets 1, and nothing of it reaches another summary.
 _NUMBERS = {n: n for n in range(1 << 13)}  # lines (CPython shares only -5..256; a table made in 0.5 ms)
@@ -217,15 +231,36 @@ _CALL_RESULTS = {n: ["c", n] for n in range(1 << 10)}  # call index -> ["c", ind
 _ALONE = {"f": ["f"], "?": ["?"]}
 
 
+class _FunctionFields:
+    """Lends its instances' ``__dict__`` to decoded functions: the dicts of a class's instances share one table of
+    keys (PEP 412), so each function's fields cost a row of values, not a table of its own (the four trees of
+    ``bench/monorepo.py``: 218 K functions, 832 -> 288 bytes each, and no copy of the field names per module)."""
+
+
+def _with_shared_keys(fn: dict) -> dict:
+    """A plain dict equal to ``fn``, its keys in the same order, whose table of keys is shared."""
+    holder = _FunctionFields()
+    deque(map(setattr, repeat(holder), fn.keys(), fn.values()), 0)
+    return holder.__dict__
+
+
 def _shared_texts(names: list) -> list:
-    """``names`` (a list of strings) with each string the shared one; the shared empty list for none."""
-    return list(map(_STRINGS.setdefault, names, names)) if names else _EMPTY_LIST
+    """One list for equal lists of names (``["self", "x"]`` of parameters, a test's names), each string the shared
+    one; the shared empty list for none."""
+    if not names:
+        return _EMPTY_LIST
+    key = tuple(map(_STRINGS.setdefault, names, names))
+    found = _TEXT_LISTS.get(key)
+    if found is None:
+        found = _TEXT_LISTS[key] = list(key)
+    return found
 
 
-def _shared_leaf(expr: list) -> list:
+def _shared_leaf(expr: list, depth: int = 6) -> list:
     """The shared object equal to ``expr`` where it is a well-formed leaf (``["n", str]``, ``["c", int]``, ``["k",
-    str|int|bool|None]``, ``["f"]``, ``["?"]``); else ``expr`` (a row of any other shape, planted or garbled,
-    shares nothing: its objects never reach another summary)."""
+    str|int|bool|None]``, ``["f"]``, ``["?"]``); else ``expr``, with the leaves it holds ``depth`` levels down shared
+    in place (``["s", ["n", "self.k"]]``, ``["a", ["c", 0], "view"]``). A row of any other shape, planted or garbled,
+    shares nothing: its objects never reach another summary."""
     if type(expr) is list:
         if len(expr) == 2:
             tag, value = expr
@@ -238,8 +273,22 @@ def _shared_leaf(expr: list) -> list:
                     return _CALL_RESULTS.get(value, expr)
             elif tag == "k" and (kind is str or kind is int or kind is bool or value is None):
                 return _constant_of((kind, value), expr)
+            elif depth and kind is list:
+                if tag == "s" or tag == "m" or tag == "l":
+                    expr[1] = _shared_leaf(value, depth - 1)
+                elif tag == "t" or tag == "b":
+                    value[:] = [_shared_leaf(part, depth - 1) for part in value]
         elif len(expr) == 1:
             return _ALONE.get(expr[0], expr) if type(expr[0]) is str else expr
+        elif len(expr) == 3 and depth:
+            tag = expr[0]
+            if tag == "a" or tag == "u":
+                expr[1] = _shared_leaf(expr[1], depth - 1)
+                if tag == "a" and type(expr[2]) is str:
+                    expr[2] = _STRINGS.setdefault(expr[2], expr[2])
+            elif tag == "i":
+                expr[1] = _shared_leaf(expr[1], depth - 1)
+                expr[2] = _shared_leaf(expr[2], depth - 1)
     return expr
 
 
