@@ -129,10 +129,10 @@ class CallGraph:
             end = len(runs)
             while end and runs[end - 1].how == "by-name":
                 end -= 1
-            strict = [edge for edge in runs[:end] if edge.how != "loose"]
+            strict = [edge for edge in runs[:end] if edge.how != "loose"] or _NO_EDGES
             self._strict_edges[fid] = strict
             self._loose_edges[fid] = strict if len(strict) == end else runs[:end]
-            self._runs[fid] = runs
+            self._runs[fid] = runs or _NO_EDGES
             targets: dict[int, list[str]] = {}
             for edge in strict:
                 if edge.how == "call":
@@ -253,7 +253,7 @@ class CallGraph:
             extra = [Edge(fid, target, index, calls[index].line, "loose") for index in self._called(fid)
                      if index not in strict_calls for target in self._loose_targets(fid, index)]
             if extra:
-                out = sorted(out + extra, key=lambda e: (e.call < 0, e.call, _EDGE_ORDER[e.how]))
+                out = sorted([*out, *extra], key=lambda e: (e.call < 0, e.call, _EDGE_ORDER[e.how]))
             self._loose_edges[fid] = out
             return out
         project = self.project
@@ -277,7 +277,7 @@ class CallGraph:
         for nested in fn["nested"]:
             target = fid_of(summary["module"], nested)
             out.append(Edge(fid, target, -1, project.function(target)["line"], "nested"))
-        self._strict_edges[fid] = out
+        out = self._strict_edges[fid] = out or _NO_EDGES
         return out
 
     def _called(self, fid: str) -> "range | list[int]":
@@ -291,6 +291,7 @@ class CallGraph:
 
 
 _NONE: tuple[str, ...] = ()  # no target: one object, not an empty list per call
+_NO_EDGES: list[Edge] = []  # no edge: one object (nothing adds to a function's edges once found)
 _EDGE_ORDER = {"call": 0, "loose": 1, "argument": 2, "nested": 3}
 _HOWS = ("call", "loose", "argument", "nested", "by-name")
 _HOW_CODES = {how: code for code, how in enumerate(_HOWS)}

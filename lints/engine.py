@@ -26,6 +26,7 @@ from .project_roots import ProjectLocator, excluded_from_here, is_own_project, p
 from .sources import MAX_FILE_BYTES, read_source, text_reader
 from .summary_cache import CACHE_FORMAT, MemorySummaries, SummaryCache, decoded_json, encode_json, words_in
 from .summary_jobs import ProjectFile, collect_summaries, content_key, text_key
+from .summary_records import forget_shared_objects
 from .walk import discover, excluded_below
 from .warn import warn
 
@@ -321,6 +322,7 @@ def _summarise_and_analyse(entries: list[ProjectFile], config: Config, jobs: int
     if len(summaries) - (cache.reused if cache is not None else 0) >= BULK_SUMMARIES:
         give_back_freed_memory()  # their texts are gone: the analysis' objects could not have reused them
     library = _library_summaries(list(summaries.values()), config, jobs, max_bytes, use_cache)
+    forget_shared_objects()
     analysis = analyse({**summaries, **library} if library else summaries, config, jobs)
     try:
         return summaries, summary_errors, analysis, run_rules(analysis, config), library

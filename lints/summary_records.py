@@ -121,8 +121,9 @@ def with_records(summary: dict) -> dict:
 
     Decoded summaries are read, never written, so what is equal may be one object, across every summary decoded in
     the run: every empty list and dict of a function and of a call, the leaves of calls, arguments, assignments,
-    returns and defaults (``["n", "self.x"]``, ``["c", 0]``, ``["k", None]``, ``["f"]``), a call's one argument
-    when that is a leaf, the strings of names, parameters, annotations, imports and classes, and line numbers.
+    returns and defaults (``["n", "self.x"]``, ``["c", 0]``, ``["k", None]``, ``["f"]``) and those inside their
+    composite expressions, equal arguments and keywords of calls, equal lists of names, the strings of names,
+    parameters, annotations, imports and classes, line numbers, and the keys of a function's dict.
     Decoded summaries of sglang 0.5.23: 650 -> 452 MiB, for about 0.9 s more decoding (of a 26 s cold run); of the
     four trees of ``bench/monorepo.py``: 2,601 -> 1,682 MiB (NOTES, "Memory"). Records of any other shape raise,
     as before; a leaf of any other shape is kept as it is."""
@@ -130,7 +131,7 @@ def with_records(summary: dict) -> dict:
     empty = _EMPTY_LIST
     text = _STRINGS.setdefault
     number = _NUMBERS.get
-    one_arg = _ONE_ARGUMENT.setdefault
+    same_args, same_kwargs = _ARGUMENTS.setdefault, _KEYWORDS.setdefault
     texts = _shared_texts
     functions = summary["functions"]
     for qual, fn in functions.items():
@@ -149,17 +150,14 @@ def with_records(summary: dict) -> dict:
                 args, kwargs = call[1], call[2]
                 if not args and type(args) is list:
                     args = empty
-                elif len(args) == 1:
-                    arg = leaf(args[0])  # a table's leaf (met before, or a name): its one-argument list shared
-                    args = one_arg(id(arg), [arg]) if arg is not args[0] or (
-                        arg[0] == "n" and type(arg[1]) is str) else [arg]
-                else:
+                else:  # equal arguments one list: the leaves are shared, so equal lists hold the same objects
                     args = list(map(leaf, args))
+                    args = same_args(tuple(map(id, args)), args)
                 if not kwargs and type(kwargs) is dict:
                     kwargs = _EMPTY_DICT
                 else:
-                    for keyword, value in kwargs.items():
-                        kwargs[keyword] = leaf(value)
+                    kwargs = {text(keyword, keyword): leaf(value) for keyword, value in kwargs.items()}
+                    kwargs = same_kwargs((*kwargs, *map(id, kwargs.values())), kwargs)  # (keywords are str)
                 records.append(Call(leaf(call[0]), args, kwargs, number(call[3], call[3]), *call[4:]))
             fn["calls"] = records
         assigns = fn["assigns"]
@@ -183,8 +181,8 @@ def with_records(summary: dict) -> dict:
             fn[field] = texts(fn[field])
         for field in _NAME_TABLES:
             table = fn[field]
-            for key, value in table.items():
-                table[key] = text(value, value)
+            if table:
+                fn[field] = {text(key, key): text(value, value) for key, value in table.items()}
         defaults = fn["defaults"]
         for key, value in defaults.items():
             defaults[key] = leaf(value)
@@ -199,6 +197,13 @@ def with_records(summary: dict) -> dict:
     for table in _SHARED_TABLES:
         table.bound()
     return summary
+
+
+def forget_shared_objects() -> None:
+    """Empty the tables of shared objects once a run's summaries are decoded: what was handed out stays shared, and
+    the tables' keys (about 40 MiB on the four trees of ``bench/monorepo.py``) are not kept through the analysis."""
+    for table in _SHARED_TABLES:
+        table.clear()
 
 
 def records_or_none(summary: dict) -> Optional[dict]:
@@ -220,10 +225,13 @@ _EMPTY_DICT: dict = {}
 # other summary (``_STRINGS`` may hand a garbled `1` to another garbled row's `True`; a valid row asks only for str).
 _NAMES = SharedObjects(1 << 20)  # dotted name -> ["n", name]
 _CONSTANTS = SharedObjects(1 << 18)  # (type, value) -> ["k", value]
-_ONE_ARGUMENT = SharedObjects(1 << 20)  # id of a leaf -> [leaf] (the table holds the leaf: the id stays its own)
+# A call's arguments by the ids of their leaves, and its keywords by their names and the ids of their values: the
+# table holds the list or dict, which holds the objects, so an id is never another object's while its key is there.
+_ARGUMENTS = SharedObjects(1 << 20)
+_KEYWORDS = SharedObjects(1 << 19)
 _STRINGS = SharedObjects(1 << 21)
 _TEXT_LISTS = SharedObjects(1 << 19)  # names -> the list of them
-_SHARED_TABLES = (_NAMES, _CONSTANTS, _ONE_ARGUMENT, _STRINGS, _TEXT_LISTS)
+_SHARED_TABLES = (_NAMES, _CONSTANTS, _ARGUMENTS, _KEYWORDS, _STRINGS, _TEXT_LISTS)
 _name_of, _constant_of = _NAMES.setdefault, _CONSTANTS.setdefault
 # Made once and never added to: a garbled `True` for 1 gets 1, and nothing of it reaches another summary.
 _NUMBERS = {n: n for n in range(1 << 13)}  # lines (CPython shares only -5..256; a table made in 0.5 ms)
