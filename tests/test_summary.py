@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import os
+import sys
 
 import pytest
 
@@ -292,6 +293,75 @@ def test_decoded_summaries_share_leaves_strings_and_lines_and_keep_every_value()
     assert one["name"] is two["name"]
 
 
+def test_decoded_summaries_share_inner_leaves_name_lists_arguments_keywords_and_field_names():
+    """Two decoded summaries hold one object for a leaf inside a composite expression (``self.buf[k]``'s
+    ``self.buf``), for equal lists of names (parameters, a test's names), for a call's equal arguments and keywords;
+    each function is a plain dict with its keys in their order, whose table of keys is shared (smaller than the dict
+    JSON gives); emptying the tables keeps every value."""
+    import json
+    import platform
+
+    from lints.summary_cache import encode_json
+
+    text = ("import torch\nclass Pool:\n    def step(self, k, n):\n        if self.buf is None:\n"
+            "            self.buf = torch.empty(n, device='cuda')\n"
+            "        g(self.buf[k], n)\n        h(n, None, non_blocking=True)\n"
+            "        out = torch.empty(n, device='cuda')\n        return out\n")
+    made = [summary.summarize(text, f"pkg/m{i}.py", f"pkg.m{i}") for i in range(2)]
+    plain = [json.loads(encode_json(m)) for m in made]
+    decoded = [summary_records.with_records(json.loads(encode_json(m))) for m in made]
+    assert decoded == made
+    one, two = (d["functions"]["Pool.step"] for d in decoded)
+    calls = {call.func[1]: call for call in one["calls"]}
+    others = {call.func[1]: call for call in two["calls"]}
+    inner = calls["g"].args[0]
+    assert inner == ["s", ["n", "self.buf"]] and inner is not others["g"].args[0]  # the composite is each row's own
+    assert inner[1] is others["g"].args[0][1]
+    assert one["guards"][0].names == ["self", "self.buf"] and one["guards"][0].names is two["guards"][0].names
+    assert one["params"] == ["self", "k", "n"] and one["params"] is two["params"]
+    assert calls["h"].args == [["n", "n"], ["k", None]] and calls["h"].args is others["h"].args
+    assert calls["h"].kwargs == {"non_blocking": ["k", True]} and calls["h"].kwargs is others["h"].kwargs
+    empties = [call for call in one["calls"] if call.func[1] == "torch.empty"]
+    assert len(empties) == 2 and empties[0].kwargs is empties[1].kwargs and empties[0].args is empties[1].args
+    assert type(one) is dict and list(one) == list(made[0]["functions"]["Pool.step"])
+    if platform.python_implementation() == "CPython":  # the instance dicts' shared keys are CPython's
+        assert sys.getsizeof(one) < sys.getsizeof(plain[0]["functions"]["Pool.step"]) / 2
+    summary_records.forget_shared_objects()
+    assert all(not table for table in summary_records._SHARED_TABLES)
+    assert decoded == made  # what was handed out stays as it was
+    third = summary_records.with_records(json.loads(encode_json(made[0])))["functions"]["Pool.step"]
+    assert third == one and third["params"] is not one["params"]  # a new table: equal, not the same object
+
+
+def test_a_planted_field_or_a_deep_expression_decodes_as_it_is():
+    """A function with a field no summary has (``__dict__``, planted) stays the dict JSON gave, its field never
+    handed to ``setattr``; an expression nested deeper than the leaves are shared decodes whole, without recursing
+    as deep as it goes."""
+    import json
+
+    from lints.summary_cache import encode_json
+
+    valid = summary.summarize("def build(n):\n    return g(n)\n", "pkg/v.py", "pkg.v")
+    planted = json.loads(encode_json(valid))
+    planted["functions"]["build"]["__dict__"] = {"calls": "not a list"}
+    decoded = summary_records.with_records(planted)
+    fn = decoded["functions"]["build"]
+    assert fn["__dict__"] == {"calls": "not a list"} and fn["calls"][0].func == ["n", "g"]
+    limit = sys.getrecursionlimit()
+    levels = limit + 500  # deeper than this run's frames may go: decoded (in a test) under a higher limit
+    nested = json.loads(encode_json(valid))
+    sys.setrecursionlimit(limit + 1000)
+    try:
+        nested["functions"]["build"]["calls"][0][1] = [json.loads('["s", ' * levels + '["n", "x"]' + "]" * levels)]
+    finally:
+        sys.setrecursionlimit(limit)
+    arg = summary_records.with_records(nested)["functions"]["build"]["calls"][0].args[0]
+    for _ in range(levels):
+        assert arg[0] == "s"
+        arg = arg[1]
+    assert arg == ["n", "x"]
+
+
 def test_a_garbled_row_shares_nothing_with_the_summaries_decoded_after_it(monkeypatch):
     """A name spelt otherwise than ``["n", text]`` (a planted row: ``["n", "torch.empty", 0]``, ``"nf"``) is kept as
     it is, never handed to the summaries decoded after it, whose ``["n", "torch.empty"]`` stays what they say."""
@@ -299,8 +369,7 @@ def test_a_garbled_row_shares_nothing_with_the_summaries_decoded_after_it(monkey
 
     from lints.summary_cache import encode_json
 
-    for table in summary_records._SHARED_TABLES:  # the garbled row decoded first of the run
-        table.clear()
+    summary_records.forget_shared_objects()  # the garbled row decoded first of the run
     valid = summary.summarize("import torch\ndef f():\n    pass\ndef build(n):\n    f()\n    return torch.empty(n)\n",
                               "pkg/v.py", "pkg.v")
     garbled = json.loads(encode_json(valid))
