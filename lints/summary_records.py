@@ -132,7 +132,7 @@ def with_records(summary: dict) -> dict:
     text = _STRINGS.setdefault
     number = _NUMBERS.get
     same_args, same_kwargs = _ARGUMENTS.setdefault, _KEYWORDS.setdefault
-    texts = _shared_texts
+    texts, clauses = _shared_texts, _shared_clauses
     functions = summary["functions"]
     for qual, fn in functions.items():
         for field, value in fn.items():
@@ -168,7 +168,7 @@ def with_records(summary: dict) -> dict:
             fn["rets"] = [Return(leaf(r[0]), number(r[1], r[1]), *r[2:]) for r in rets]
         guards = fn["guards"]
         if guards and type(guards[0]) is list:
-            fn["guards"] = [Guard(texts(g[0]), g[1], g[2], number(g[3], g[3]), texts(g[4]), g[5] or empty, *g[6:])
+            fn["guards"] = [Guard(texts(g[0]), g[1], g[2], number(g[3], g[3]), texts(g[4]), clauses(g[5]), *g[6:])
                             for g in guards]
         for field, record in _OTHER_RECORDS.items():
             records = fn[field]
@@ -231,7 +231,8 @@ _ARGUMENTS = SharedObjects(1 << 20)
 _KEYWORDS = SharedObjects(1 << 19)
 _STRINGS = SharedObjects(1 << 21)
 _TEXT_LISTS = SharedObjects(1 << 19)  # names -> the list of them
-_SHARED_TABLES = (_NAMES, _CONSTANTS, _ARGUMENTS, _KEYWORDS, _STRINGS, _TEXT_LISTS)
+_CLAUSES = SharedObjects(1 << 18)  # clauses of tests, each literal spelt name= (None) or name! (not None)
+_SHARED_TABLES = (_NAMES, _CONSTANTS, _ARGUMENTS, _KEYWORDS, _STRINGS, _TEXT_LISTS, _CLAUSES)
 _name_of, _constant_of = _NAMES.setdefault, _CONSTANTS.setdefault
 # Made once and never added to: a garbled `True` for 1 gets 1, and nothing of it reaches another summary.
 _NUMBERS = {n: n for n in range(1 << 13)}  # lines (CPython shares only -5..256; a table made in 0.5 ms)
@@ -262,6 +263,23 @@ def _shared_texts(names: list) -> list:
     if found is None:
         found = _TEXT_LISTS[key] = list(key)
     return found
+
+
+def _shared_clauses(clauses: list) -> list:
+    """One list for equal clauses of tests (``[[["x", True]]]``: ``branch_tests.none_clauses``), where each literal is
+    a name and a bool (a garbled ``1`` for ``True`` shares nothing); the shared empty list for none."""
+    if not clauses:
+        return _EMPTY_LIST
+    key = []
+    for clause in clauses:
+        if type(clause) is not list:
+            return clauses
+        for literal in clause:
+            if type(literal) is not list or len(literal) != 2 or type(literal[0]) is not str \
+                    or type(literal[1]) is not bool:
+                return clauses
+        key.append(tuple(name + ("=" if is_none else "!") for name, is_none in clause))
+    return _CLAUSES.setdefault(tuple(key), clauses)
 
 
 def _shared_leaf(expr: list, depth: int = 6) -> list:

@@ -303,21 +303,24 @@ def test_decoded_summaries_share_inner_leaves_name_lists_arguments_keywords_and_
 
     from lints.summary_cache import encode_json
 
-    text = ("import torch\nclass Pool:\n    def step(self, k, n):\n        if self.buf is None:\n"
+    text = ("import torch\nclass Pool:\n    def step(self, k, n):\n        if k is None:\n            k = 0\n"
+            "        if self.buf is None:\n"
             "            self.buf = torch.empty(n, device='cuda')\n"
             "        g(self.buf[k], n)\n        h(n, None, non_blocking=True)\n"
             "        out = torch.empty(n, device='cuda')\n        return out\n")
     made = [summary.summarize(text, f"pkg/m{i}.py", f"pkg.m{i}") for i in range(2)]
     plain = [json.loads(encode_json(m)) for m in made]
     decoded = [summary_records.with_records(json.loads(encode_json(m))) for m in made]
-    assert decoded == made
+    assert [encode_json(d) for d in decoded] == [encode_json(m) for m in made]  # (a fresh clause holds tuples)
     one, two = (d["functions"]["Pool.step"] for d in decoded)
     calls = {call.func[1]: call for call in one["calls"]}
     others = {call.func[1]: call for call in two["calls"]}
     inner = calls["g"].args[0]
     assert inner == ["s", ["n", "self.buf"]] and inner is not others["g"].args[0]  # the composite is each row's own
     assert inner[1] is others["g"].args[0][1]
-    assert one["guards"][0].names == ["self", "self.buf"] and one["guards"][0].names is two["guards"][0].names
+    assert one["guards"][1].names == ["self", "self.buf"] and one["guards"][1].names is two["guards"][1].names
+    assert one["guards"][0].none_clauses == [[["k", True]]]
+    assert one["guards"][0].none_clauses is two["guards"][0].none_clauses
     assert one["params"] == ["self", "k", "n"] and one["params"] is two["params"]
     assert calls["h"].args == [["n", "n"], ["k", None]] and calls["h"].args is others["h"].args
     assert calls["h"].kwargs == {"non_blocking": ["k", True]} and calls["h"].kwargs is others["h"].kwargs
@@ -328,7 +331,7 @@ def test_decoded_summaries_share_inner_leaves_name_lists_arguments_keywords_and_
         assert sys.getsizeof(one) < sys.getsizeof(plain[0]["functions"]["Pool.step"]) / 2
     summary_records.forget_shared_objects()
     assert all(not table for table in summary_records._SHARED_TABLES)
-    assert decoded == made  # what was handed out stays as it was
+    assert [encode_json(d) for d in decoded] == [encode_json(m) for m in made]  # what was handed out stays
     third = summary_records.with_records(json.loads(encode_json(made[0])))["functions"]["Pool.step"]
     assert third == one and third["params"] is not one["params"]  # a new table: equal, not the same object
 
@@ -347,6 +350,13 @@ def test_a_planted_field_or_a_deep_expression_decodes_as_it_is():
     decoded = summary_records.with_records(planted)
     fn = decoded["functions"]["build"]
     assert fn["__dict__"] == {"calls": "not a list"} and fn["calls"][0].func == ["n", "g"]
+    summary_records.forget_shared_objects()  # a clause whose flag is 1, decoded first, reaches no valid row's True
+    guarded = summary.summarize("def build(n):\n    if n is None:\n        n = 1\n", "pkg/g.py", "pkg.g")
+    garbled = json.loads(encode_json(guarded))
+    garbled["functions"]["build"]["guards"][0][5] = [[["n", 1]]]
+    summary_records.with_records(garbled)
+    clause = summary_records.with_records(json.loads(encode_json(guarded)))["functions"]["build"]["guards"][0]
+    assert clause.none_clauses == [[["n", True]]] and clause.none_clauses[0][0][1] is True
     limit = sys.getrecursionlimit()
     levels = limit + 500  # deeper than this run's frames may go: decoded (in a test) under a higher limit
     nested = json.loads(encode_json(valid))
