@@ -124,9 +124,9 @@ def with_records(summary: dict) -> dict:
     returns and defaults (``["n", "self.x"]``, ``["c", 0]``, ``["k", None]``, ``["f"]``) and those inside their
     composite expressions, equal arguments and keywords of calls, equal lists of names, the strings of names,
     parameters, annotations, imports and classes, line numbers, and the keys of a function's dict.
-    Decoded summaries of sglang 0.5.23: 650 -> 452 MiB, for about 0.9 s more decoding (of a 26 s cold run); of the
-    four trees of ``bench/monorepo.py``: 2,601 -> 1,682 MiB (NOTES, "Memory"). Records of any other shape raise,
-    as before; a leaf of any other shape is kept as it is."""
+    The decoded summaries of the four trees of ``bench/monorepo.py``: 2,601 MiB with none of it shared, 1,268 MiB
+    now (NOTES, "Memory" and "Under 2 GB"), for about 2 s more decoding on sglang 0.5.23 (3.0 s with none).
+    Records of any other shape raise, as before; a leaf of any other shape is kept as it is."""
     leaf = _shared_leaf
     empty = _EMPTY_LIST
     text = _STRINGS.setdefault
