@@ -151,7 +151,10 @@ def with_records(summary: dict) -> dict:
                 args, kwargs = call[1], call[2]
                 if not args and type(args) is list:
                     args = empty
-                else:  # equal arguments one list: the leaves are shared, so equal lists hold the same objects
+                elif len(args) == 1:  # equal arguments one list: the leaves are shared, so equal lists hold the same
+                    arg = leaf(args[0])  # objects (one argument keyed by its id, more by a tuple of ids)
+                    args = same_args(id(arg), [arg])
+                else:
                     args = list(map(leaf, args))
                     args = same_args(tuple(map(id, args)), args)
                 if not kwargs and type(kwargs) is dict:
@@ -179,7 +182,9 @@ def with_records(summary: dict) -> dict:
         if withs and type(withs[0]) is list:
             fn["withs"] = [With(w[0], w[1], [Item(*i) for i in w[2]], *w[3:]) for w in withs]
         for field in _NAME_LISTS:
-            fn[field] = texts(fn[field])
+            names = fn[field]
+            if names is not empty:  # (most are, since the first loop above)
+                fn[field] = texts(names)
         for field in _NAME_TABLES:
             table = fn[field]
             if table:
@@ -259,6 +264,12 @@ def _shared_texts(names: list) -> list:
     one; the shared empty list for none."""
     if not names:
         return _EMPTY_LIST
+    if len(names) == 1:  # one name keyed by itself, more by their tuple
+        key = _STRINGS.setdefault(names[0], names[0])
+        found = _TEXT_LISTS.get(key)
+        if found is None:
+            found = _TEXT_LISTS[key] = [key]
+        return found
     key = tuple(map(_STRINGS.setdefault, names, names))
     found = _TEXT_LISTS.get(key)
     if found is None:
