@@ -32,9 +32,11 @@ MODULE_SCOPE = "<module>"
 # The fields of a summary, of a function in it and of a class: a field added to a function or a class (one that
 # may hold a position) makes every shape unknown to ``lints.shifts`` until it learns it.
 SUMMARY_FIELDS = frozenset({"schema", "path", "module", "package", "functions", "classes", "star"})
-FUNCTION_FIELDS = frozenset({"name", "qual", "line", "col", "cls", "parent", "params", "ann", "defaults", "dec",
-                             "calls", "withs", "rets", "assigns", "guards", "imports", "globals", "locals",
-                             "nested", "notable", "blocks", "ret", "deferred", "asserts", "other_binds", "taken"})
+# A function's fields in the order ``lints.summary`` makes them; "ret" (what it returns, where annotated) after them.
+FUNCTION_FIELD_ORDER = ("name", "qual", "line", "col", "cls", "parent", "params", "ann", "defaults", "dec", "calls",
+                        "withs", "rets", "assigns", "guards", "imports", "globals", "locals", "nested", "notable",
+                        "blocks", "deferred", "asserts", "other_binds", "taken")
+FUNCTION_FIELDS = frozenset((*FUNCTION_FIELD_ORDER, "ret"))
 CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope", "fields", "record_fields",
                           "makers", "aliases"})
 
@@ -192,7 +194,7 @@ def with_records(summary: dict) -> dict:
         defaults = fn["defaults"]
         for key, value in defaults.items():
             defaults[key] = leaf(value)
-        if fn.keys() <= FUNCTION_FIELDS:  # (a planted field's name never reaches ``setattr``)
+        if len(fn) >= _FIELD_COUNT and tuple(fn) in _SHARED_KEY_ORDERS:  # (a planted name never reaches ``setattr``)
             functions[qual] = _with_shared_keys(fn)
     for cls in summary["classes"].values():
         for field, value in cls.items():
@@ -250,6 +252,12 @@ class _FunctionFields:
     """Lends its instances' ``__dict__`` to decoded functions: the dicts of a class's instances share one table of
     keys (PEP 412), so each function's fields cost a row of values, not a table of its own (the four trees of
     ``bench/monorepo.py``: 218 K functions, 832 -> 288 bytes each, and no copy of the field names per module)."""
+
+
+# Only these orders: CPython 3.9 and 3.10 stop sharing a class's keys for good once one instance's dict holds
+# them in another order or without one of them (a row missing a field would cost every function decoded after it).
+_SHARED_KEY_ORDERS = frozenset({FUNCTION_FIELD_ORDER, (*FUNCTION_FIELD_ORDER, "ret")})
+_FIELD_COUNT = len(FUNCTION_FIELD_ORDER)
 
 
 def _with_shared_keys(fn: dict) -> dict:

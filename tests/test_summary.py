@@ -336,6 +336,30 @@ def test_decoded_summaries_share_inner_leaves_name_lists_arguments_keywords_and_
     assert third == one and third["params"] is not one["params"]  # a new table: equal, not the same object
 
 
+def test_functions_keep_the_field_orders_whose_keys_are_shared_and_an_odd_row_costs_no_other():
+    """Every function the summarizer makes has its fields in one of the orders whose keys decoded dicts share; a row
+    missing a field decodes as JSON gave it (equal, its own table of keys), and the rows decoded after it still
+    share theirs (CPython 3.9 and 3.10 would stop sharing for the whole process had it been given the class)."""
+    import json
+    import platform
+
+    from lints.summary_cache import encode_json
+
+    made = summary.summarize("def plain(x):\n    return x\ndef typed(x) -> Runner:\n    return x\n"
+                             "class Runner:\n    def step(self):\n        pass\n", "pkg/o.py", "pkg.o")
+    orders = {tuple(fn) for fn in made["functions"].values()}
+    assert orders == set(summary_records._SHARED_KEY_ORDERS)  # with and without "ret"
+    odd = json.loads(encode_json(made))
+    del odd["functions"]["plain"]["notable"]
+    decoded_odd = summary_records.with_records(odd)["functions"]["plain"]
+    assert "notable" not in decoded_odd and decoded_odd["calls"] == []
+    later = summary_records.with_records(json.loads(encode_json(made)))["functions"]["plain"]
+    plain_json = json.loads(encode_json(made))["functions"]["plain"]
+    assert encode_json(later) == encode_json(plain_json) and list(later) == list(plain_json)
+    if platform.python_implementation() == "CPython":
+        assert sys.getsizeof(decoded_odd) > sys.getsizeof(later) * 2
+
+
 def test_a_planted_field_or_a_deep_expression_decodes_as_it_is():
     """A function with a field no summary has (``__dict__``, planted) stays the dict JSON gave, its field never
     handed to ``setattr``; an expression nested deeper than the leaves are shared decodes whole, without recursing
