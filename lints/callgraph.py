@@ -253,7 +253,7 @@ class CallGraph:
             extra = [Edge(fid, target, index, calls[index].line, "loose") for index in self._called(fid)
                      if index not in strict_calls for target in self._loose_targets(fid, index)]
             if extra:
-                out = sorted([*out, *extra], key=lambda e: (e.call < 0, e.call, _EDGE_ORDER[e.how]))
+                out = sorted(out + extra, key=lambda e: (e.call < 0, e.call, _EDGE_ORDER[e.how]))
             self._loose_edges[fid] = out
             return out
         project = self.project

@@ -87,7 +87,7 @@ def relative_to(path: str, root: str) -> str:
     """``path`` as path globs match it: counted from the folder ``root`` (with no settings file, "": the
     current folder) when it lies below it, else as given; parts joined by ``/``."""
     inside = relative_inside(path, root)
-    return inside if inside is not None else _as_glob_path(path)
+    return inside if inside is not None else as_glob_path(path)
 
 
 def relative_inside(path: str, root: str) -> Optional[str]:
@@ -95,10 +95,11 @@ def relative_inside(path: str, root: str) -> Optional[str]:
     inside = os.path.relpath(os.path.abspath(path), root or os.curdir)
     if inside == os.pardir or inside.startswith(os.pardir + os.sep):
         return None
-    return _as_glob_path(inside)
+    return as_glob_path(inside)
 
 
-def _as_glob_path(path: str) -> str:
+def as_glob_path(path: str) -> str:
+    """A path's parts joined by ``/``, as globs see them (a backslash too, on every system)."""
     return path.replace(os.sep, "/").replace("\\", "/")
 
 

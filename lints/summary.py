@@ -19,7 +19,7 @@ from .names import is_notable_call
 from .sources import source_lines
 from .syntax_children import push_children
 from .summary_records import (MODULE_SCOPE, SCHEMA, Assertion, Assign, Call, Decorator, Guard, Item, Return, With,
-                              callee_leaf, values_taken)
+                              callee_leaf, new_function, values_taken)
 
 _UNKNOWN = ["?"]
 _FRESH = ["f"]
@@ -87,13 +87,6 @@ class _Scope:
                 stack.extend(ast.iter_child_nodes(sub))
             self._bound_once = {name for name, count in counts.items() if count == 1}
         return name in self._bound_once
-
-
-def _new_function(name: str, qual: str, line: int, col: int, cls: Optional[str], parent: Optional[str]) -> dict:
-    return {"name": name, "qual": qual, "line": line, "col": col, "cls": cls, "parent": parent,
-            "params": [], "ann": {}, "defaults": {}, "dec": [], "calls": [], "withs": [], "rets": [],
-            "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [],
-            "notable": [], "blocks": [], "deferred": [], "asserts": [], "other_binds": [], "taken": []}
 
 
 class _Summarizer:
@@ -540,7 +533,7 @@ class _Summarizer:
         if qual in self.functions:  # a redefinition (property setters, overloads): keep both, the last wins calls
             qual = f"{qual}@{node.lineno}"
         line, col = self.pos(node)
-        data = _new_function(node.name, qual, line, col, cls, parent)
+        data = new_function(node.name, qual, line, col, cls, parent)
         scope = _Scope(data, qual, node)
         for dec in node.decorator_list:
             dline, dcol = self.pos(dec)
@@ -714,7 +707,7 @@ def summarize(text: str, path: str, module: str, is_package: bool = False) -> di
 
 def _summarize(statements: Iterable[ast.stmt], text: str, path: str, module: str, is_package: bool) -> dict:
     worker = _Summarizer(text, module, bool(is_package))
-    top = _new_function(MODULE_SCOPE, MODULE_SCOPE, 1, 0, None, None)
+    top = new_function(MODULE_SCOPE, MODULE_SCOPE, 1, 0, None, None)
     worker.functions[MODULE_SCOPE] = top
     worker.body(statements, _Scope(top, MODULE_SCOPE))
     for fn in worker.functions.values():

@@ -32,10 +32,18 @@ MODULE_SCOPE = "<module>"
 # The fields of a summary, of a function in it and of a class: a field added to a function or a class (one that
 # may hold a position) makes every shape unknown to ``lints.shifts`` until it learns it.
 SUMMARY_FIELDS = frozenset({"schema", "path", "module", "package", "functions", "classes", "star"})
-# A function's fields in the order ``lints.summary`` makes them; "ret" (what it returns, where annotated) after them.
-FUNCTION_FIELD_ORDER = ("name", "qual", "line", "col", "cls", "parent", "params", "ann", "defaults", "dec", "calls",
-                        "withs", "rets", "assigns", "guards", "imports", "globals", "locals", "nested", "notable",
-                        "blocks", "deferred", "asserts", "other_binds", "taken")
+
+
+def new_function(name: str, qual: str, line: int, col: int, cls: Optional[str], parent: Optional[str]) -> dict:
+    """A function's summary before ``lints.summary`` walks its body: every field, in order, empty."""
+    return {"name": name, "qual": qual, "line": line, "col": col, "cls": cls, "parent": parent,
+            "params": [], "ann": {}, "defaults": {}, "dec": [], "calls": [], "withs": [], "rets": [],
+            "assigns": [], "guards": [], "imports": {}, "globals": [], "locals": [], "nested": [],
+            "notable": [], "blocks": [], "deferred": [], "asserts": [], "other_binds": [], "taken": []}
+
+
+# A function's fields in the order they are made; "ret" (what it returns, where annotated) is added after them.
+FUNCTION_FIELD_ORDER = tuple(new_function("", "", 0, 0, None, None))
 FUNCTION_FIELDS = frozenset((*FUNCTION_FIELD_ORDER, "ret"))
 CLASS_FIELDS = frozenset({"name", "qual", "line", "bases", "methods", "scope", "fields", "record_fields",
                           "makers", "aliases"})

@@ -10,7 +10,7 @@ import time
 from typing import Callable, Collection, Iterable, Iterator, NamedTuple, Optional, Sequence
 
 from . import gitignore
-from .globs import path_matcher, relative_inside, relative_to
+from .globs import as_glob_path, path_matcher, relative_inside, relative_to
 from .model import FileError
 from .sources import NOT_REGULAR, is_regular_file
 
@@ -247,7 +247,7 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
             name = entry.name
             if _is_folder(entry):
                 if excluded is not None:
-                    below = _below(inside, _as_glob_part(name)) if inside is not None else \
+                    below = _below(inside, as_glob_path(name)) if inside is not None else \
                         relative_to(os.path.join(root, name), anchor)
                     if excluded(name, below):
                         continue
@@ -259,7 +259,7 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
         walked.append(FolderListing(root, sorted(python_files), sorted(unusual)))
         for name in sorted(subfolders, reverse=True):  # the first in name order is seen next
             pending.append((os.path.join(root, name), os.path.join(absolute, name), rules,
-                            _below(inside, _as_glob_part(name)) if inside is not None else None))
+                            _below(inside, as_glob_path(name)) if inside is not None else None))
     if _shared_listings is not None:
         _shared_listings[key] = (walked, stopped)
     if _remembered is not None:
@@ -289,13 +289,10 @@ def _is_plain_file(entry: os.DirEntry) -> bool:
 
 
 def _below(counted: str, name: str) -> str:
+    """A folder's path counted from the anchor, from its parent's and its name as globs see it (``as_glob_path``: a
+    backslash in a folder's name is a ``/`` there, as ``relative_to`` writes it; a file's own name is kept as it is,
+    as ``discover`` always kept it)."""
     return name if counted == "." else f"{counted}/{name}"
-
-
-def _as_glob_part(folder_name: str) -> str:
-    """A folder's name in a path as globs see it: ``relative_to`` writes every backslash as ``/`` (a file's own name
-    is kept as it is, as ``discover`` always kept it)."""
-    return folder_name.replace("\\", "/")
 
 
 def _is_link(entry: os.DirEntry) -> bool:
