@@ -22,7 +22,7 @@ from .model import FileError, Finding, finding_from_dict
 from .module_names import import_root, module_name_for, module_names_for
 from .noqa import without_suppressed
 from .options import Config
-from .project_roots import ProjectLocator, excluded_from_here, is_own_project, package_only
+from .project_roots import ProjectLocator, excluded_from_here, is_own_project, package_only, root_spelling
 from .sources import MAX_FILE_BYTES, read_source, text_reader
 from .summary_cache import CACHE_FORMAT, MemorySummaries, SummaryCache, decoded_json, encode_json, words_in
 from .summary_jobs import ProjectFile, collect_summaries, content_key, text_key
@@ -128,23 +128,6 @@ class _RequestedSpelling:
         if spelt is None:
             raise KeyError(path)
         return spelt
-
-
-def root_spelling(root: str, paths: Sequence[str], below_here_relative: bool = False) -> str:
-    """The root spelt as the user spells paths: relative when they are, so findings keep their form; with
-    ``below_here_relative``, also where it is the current folder or lies below it. The cache keeps summaries and
-    results by that spelling, and the notes of findings spell other files' places by it, so that an editor's
-    absolute path, flake8's and pre-commit's relative ones share one cache (as ruff, they print paths relative
-    to the current folder)."""
-    try:
-        relative = os.path.relpath(root)
-    except ValueError:  # another drive (Windows)
-        return root
-    if paths and all(not os.path.isabs(p) for p in paths):
-        return relative
-    if below_here_relative and relative != os.pardir and not relative.startswith(os.pardir + os.sep):
-        return relative
-    return root
 
 
 def _respelt_below(path: str, root: str, top: Optional[str] = None) -> str:

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Any, ClassVar, Iterator, NoReturn, Optional, Sequence
+from typing import Any, Callable, ClassVar, Iterator, NoReturn, Optional, Sequence, TypeVar
 
 from . import __version__
 from .model import FileError
 from .options import ENTRY_GRAD_MODES, SERVING_GRAD_MODES, Config, ConfigError, default_cache_dir, load_config
+
+T = TypeVar("T")
 
 
 class _ConfigTrouble(dict):
@@ -59,6 +61,7 @@ class GradModeChecker:
     def __init__(self, tree: ast.AST, filename: str, lines: Sequence[str]) -> None:
         self.filename = filename
         self.lines = lines
+        self.tree = tree
 
     @classmethod
     def add_options(cls, parser: Any) -> None:
@@ -97,7 +100,9 @@ class GradModeChecker:
         # flake8's --select/--extend-select turn an opt-in rule on as the CLI's do: named by a prefix
         # narrower than `GM` (GM2, GM201), so `flake8 --select GM` gives the CLI's default findings
         opt_in: tuple[str, ...] = ()
-        if cls.enabled:  # the rules import the analysis: not for a run that selects none of them
+        # the rules import the analysis (about 30 ms before flake8 starts its workers): only where a code narrower
+        # than `GM` may name an opt-in rule
+        if cls.enabled and any(c.startswith("GM") and len(c) > 2 for c in chosen):
             from .rules import OPT_IN_CODES
 
             naming = Config(extend_select=chosen)
@@ -183,22 +188,30 @@ class GradModeChecker:
                 os.close(fd)
 
     @staticmethod
-    def _wait_for_prefetch(lock: str, limit_s: float = 900.0) -> None:
+    def _wait_for_prefetch(lock: str, prefetched: Callable[[], Optional[T]] = lambda: None,
+                           limit_s: float = 900.0) -> Optional[T]:
+        """What ``prefetched`` gives once it gives something (the findings, written before the background analysis
+        writes the cache), or once the analysis holds its lock no longer (then it is read once more: its run may
+        have ended since); None for neither."""
         import fcntl
         import time
 
         try:
             fd = _open_lock(lock, os.O_RDONLY)
         except OSError:
-            return
+            return prefetched()
         try:
             deadline = time.monotonic() + limit_s
             while time.monotonic() < deadline:
+                found = prefetched()
+                if found is not None:
+                    return found
                 try:
                     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    return
+                    return prefetched()
                 except BlockingIOError:
                     time.sleep(0.01)
+            return None
         finally:
             os.close(fd)
 
@@ -280,9 +293,9 @@ class GradModeChecker:
             return False  # the project's files report its error
 
     @classmethod
-    def _project_findings(cls, filename: str) -> dict[str, list]:
-        from .engine import lint_project
-
+    def _project_findings(cls, filename: str, wait: bool = True) -> Optional[dict[str, list]]:
+        """path -> findings and errors of the analysis that reports on ``filename``; None where ``wait`` is off and
+        its background analysis has not written them yet."""
         key, root, config_start, marked = cls._analysis_of(filename)
         if not key:
             return {}
@@ -301,11 +314,17 @@ class GradModeChecker:
                 linted_there = [os.path.abspath(p) for p in paths] == [os.path.abspath(spelt)]
                 # written once the findings are known (before the cache): this run's token means they are, while
                 # the lock may be another flake8's by now
-                found = _prefetched(results, token) if linted_there else None
-                if found is None:
-                    cls._wait_for_prefetch(lock)  # then the result is in the cache, and in ``results``
+                if not wait:
                     found = _prefetched(results, token) if linted_there else None
+                    if found is None:
+                        return None
+                elif linted_there:
+                    found = cls._wait_for_prefetch(lock, lambda: _prefetched(results, token))
+                else:
+                    cls._wait_for_prefetch(lock)  # then the result is in the cache
             if found is None:
+                from .engine import lint_project
+
                 run = lint_project(paths, config, jobs=1, cache_dir=default_cache_dir(), apply_noqa=False)
                 found = {}
                 for item in [*run.findings, *run.errors]:
@@ -317,7 +336,7 @@ class GradModeChecker:
     def _spelt(cls, root: str) -> str:
         """A project's root spelt as ``gradmode-lint`` spells it for the paths flake8 was given (``root_spelling``):
         the cache keeps summaries and results by that spelling, so the two then share them."""
-        from .engine import root_spelling
+        from .project_roots import root_spelling
 
         return root_spelling(root, cls._given(), below_here_relative=True)
 
@@ -381,15 +400,57 @@ class GradModeChecker:
         if self.filename == self._stdin_name:
             found = self._buffer_findings(self.filename, "".join(self.lines))
         elif os.path.isfile(self.filename):
-            found = self._project_findings(self.filename)
+            body = getattr(self.tree, "body", None)
+            # while the background analysis runs, flake8's own checks of the file run first: its findings are
+            # reported from its last logical line (``report_deferred``)
+            deferrable = _DEFERRED_REPORTS_LOADED and isinstance(body, list) and body
+            found = self._project_findings(self.filename, wait=not deferrable)
+            if found is None:
+                _deferred[self.filename] = max(getattr(node, "end_lineno", None) or 1 for node in body)
+                return
         else:
             return
-        for item in found.get(os.path.abspath(self.filename), []):
-            if hasattr(item, "code"):
-                yield item.line, item.col, f"{item.code} {item.message}", type(self)
-            else:
-                # flake8 reports real syntax errors as E999 itself; this is trouble of ours
-                yield 1, 0, f"GM001 gradmode-lint could not analyze this file: {item.message}", type(self)
+        for line, col, text in _reports(found, self.filename):
+            yield line, col, text, type(self)
+
+
+def _reports(found: dict[str, list], filename: str) -> Iterator[tuple[int, int, str]]:
+    """(line, column, text) of each finding and error of ``filename`` in ``found`` (path -> items)."""
+    for item in found.get(os.path.abspath(filename), []):
+        if hasattr(item, "code"):
+            yield item.line, item.col, f"{item.code} {item.message}"
+        else:
+            # flake8 reports real syntax errors as E999 itself; this is trouble of ours
+            yield 1, 0, f"GM001 gradmode-lint could not analyze this file: {item.message}"
+
+
+# file -> the line its last statement ends on, for each file whose findings were not known when flake8 ran the
+# AST checks (this worker's first file while the background analysis runs)
+_deferred: dict[str, int] = {}
+# whether flake8 loaded ``report_deferred`` (an install whose entry points predate it did not)
+_DEFERRED_REPORTS_LOADED = False
+
+
+def report_deferred(logical_line: str, filename: str, line_number: int) -> Sequence[tuple[tuple[int, int], str]]:
+    """flake8's logical-line entry point ``GM0``: a deferred file's findings, from its last logical line (flake8
+    takes a (line, column) as it is), once the background analysis has written them. Every other call is a
+    lookup that finds nothing."""
+    last = _deferred.get(filename)
+    if last is None or line_number < last:
+        return ()
+    del _deferred[filename]
+    found = GradModeChecker._project_findings(filename)
+    return [((line, col), text) for line, col, text in _reports(found, filename)]
+
+
+def _reports_deferred(options: Any) -> None:
+    """flake8 calls each loaded plugin's ``parse_options``: for ``report_deferred``, in the main process, before the
+    workers start."""
+    global _DEFERRED_REPORTS_LOADED
+    _DEFERRED_REPORTS_LOADED = True
+
+
+report_deferred.parse_options = _reports_deferred  # type: ignore[attr-defined]
 
 
 # The largest prefetched result read back: a project's findings (sglang's are tens of KB).

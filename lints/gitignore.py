@@ -8,11 +8,10 @@ the project's, and finding it means running git).
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Collection, NamedTuple, Optional
-
-import pathspec
 
 from .sources import read_regular_bytes
 
@@ -27,10 +26,18 @@ MAX_STARS_IN_A_NAME = 2
 MAX_DOUBLE_STARS = 2
 _STARS = re.compile(r"\*+")
 _ESCAPED = re.compile(r"\\.")
-_PATTERN = type(pathspec.GitIgnoreSpec.from_lines(["x"]).patterns[0])  # git's own semantics, per line
 _NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_]\w*>")
 # pathspec's regular expression for a pattern with no slash inside: the name, in any folder
 _ANY_FOLDER = "^(?:.+/)?"
+
+
+@functools.cache
+def _pattern_class() -> type:
+    """pathspec's class for one line, with git's own semantics: imported where a checkout has a pattern (about
+    11 ms, which flake8's processes and a walk of a tree without any need not pay)."""
+    import pathspec
+
+    return type(pathspec.GitIgnoreSpec.from_lines(["x"]).patterns[0])
 
 
 class IgnoreFile(NamedTuple):
@@ -68,7 +75,7 @@ def parse_ignore_file(base: str, lines: list[str]) -> Optional[IgnoreFile]:
         if _too_costly(line):
             continue
         try:
-            pattern = _PATTERN(line)
+            pattern = _pattern_class()(line)
         except Exception:  # noqa: BLE001 - pathspec's errors for a bad pattern have no common base
             continue
         if pattern.include is None or pattern.regex is None:  # a comment or a blank line

@@ -48,6 +48,23 @@ def package_only(root: str) -> bool:
             and not any(os.path.exists(os.path.join(root, marker)) for marker in PROJECT_MARKERS))
 
 
+def root_spelling(root: str, paths: Sequence[str], below_here_relative: bool = False) -> str:
+    """The root spelt as the user spells paths: relative when they are, so findings keep their form; with
+    ``below_here_relative``, also where it is the current folder or lies below it. The cache keeps summaries and
+    results by that spelling, and the notes of findings spell other files' places by it, so that an editor's
+    absolute path, flake8's and pre-commit's relative ones share one cache (as ruff, they print paths relative
+    to the current folder)."""
+    try:
+        relative = os.path.relpath(root)
+    except ValueError:  # another drive (Windows)
+        return root
+    if paths and all(not os.path.isabs(p) for p in paths):
+        return relative
+    if below_here_relative and relative != os.pardir and not relative.startswith(os.pardir + os.sep):
+        return relative
+    return root
+
+
 class ProjectLocator:
     """Where paths belong, with ``locate_project`` run once per folder (pre-commit passes thousands of
     files that share a few folders)."""

@@ -2,6 +2,7 @@
 pyproject config."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -199,6 +200,71 @@ def test_the_forked_background_analysis_keeps_the_lock_and_no_pipe_of_flake8s(tm
     assert "pkg/kernels.py" in found
 
 
+_DEFERRED_REPORTS = """
+import functools, sys, time
+from lints import flake8_plugin
+
+def slow_prefetch(*args):
+    time.sleep(1.5)  # each worker's first file is checked before the findings are known
+    return prefetch(*args)
+
+prefetch, flake8_plugin._prefetch = flake8_plugin._prefetch, slow_prefetch
+reported = flake8_plugin.report_deferred
+
+@functools.wraps(reported)
+def logged(logical_line, filename, line_number):
+    found = reported(logical_line, filename, line_number)
+    if found:
+        with open("deferred.log", "a") as log:
+            log.write(f"{filename} {line_number}\\n")
+    return found
+
+logged.parse_options = reported.parse_options
+flake8_plugin.report_deferred = logged  # before flake8 loads its entry points
+from flake8.main.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forked analysis is Linux's")
+def test_findings_deferred_while_the_background_analysis_runs_are_reported_from_the_last_logical_line(tmp_path):
+    """A worker's first file is checked by flake8 while the analysis runs; its findings come from its last logical
+    line (here a statement over three lines, then a comment), at their own lines, ``# noqa`` applied: the same
+    report as a run of one process, which never defers."""
+    files = {**PACKAGE, "pkg/kernels.py": PACKAGE["pkg/kernels.py"] + "VALUES = (\n    1,\n)\n# the end\n\n",
+             "pkg/warm.py": PACKAGE["pkg/warm.py"].replace("runner.warmup(x)\n", "runner.warmup(x)  # noqa: GM104\n")}
+    write_package(tmp_path, files)
+    given = ["pkg/kernels.py", "pkg/warm.py"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GRADMODE_CACHE_DIR=str(tmp_path / "cache"))
+    deferred = subprocess.run([sys.executable, "-c", _DEFERRED_REPORTS, "--select", "GM", "--jobs", "2", *given],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert deferred.returncode == 1, deferred.stderr
+    log = sorted((tmp_path / "deferred.log").read_text().splitlines())
+    assert log == ["pkg/kernels.py 7", "pkg/warm.py 16"]  # the line each last statement ends on
+    alone = run_module("flake8", "--select", "GM", "--jobs", "1", *given, cwd=tmp_path)
+    assert sorted(deferred.stdout.splitlines()) == sorted(alone.stdout.splitlines())
+    assert keys(deferred.stdout) == {("pkg/kernels.py", 3, 10, "GM101"), ("pkg/warm.py", 9, 14, "GM101")}
+
+
+def test_without_the_end_of_file_entry_point_a_worker_waits_for_the_findings(monkeypatch):
+    """An install whose entry points predate ``report_deferred`` never calls it: nothing may be left for it."""
+    from lints import flake8_plugin
+    from lints.flake8_plugin import GradModeChecker
+
+    asked = []
+    monkeypatch.setattr(GradModeChecker, "enabled", True)
+    monkeypatch.setattr(GradModeChecker, "_project_findings",
+                        classmethod(lambda cls, filename, wait=True: asked.append(wait) or ({} if wait else None)))
+    tree = ast.parse("x = 1\n")
+    for loaded, waited in ((False, [True]), (True, [False])):
+        monkeypatch.setattr(flake8_plugin, "_DEFERRED_REPORTS_LOADED", loaded)
+        asked.clear()
+        assert list(GradModeChecker(tree, __file__, ["x = 1\n"]).run()) == []
+        assert asked == waited
+        assert (__file__ in flake8_plugin._deferred) is loaded
+        flake8_plugin._deferred.clear()
+
+
 def test_a_worker_takes_the_findings_of_this_runs_background_analysis(tmp_path, monkeypatch):
     from lints import engine
     from lints.flake8_plugin import GradModeChecker
@@ -206,7 +272,8 @@ def test_a_worker_takes_the_findings_of_this_runs_background_analysis(tmp_path, 
 
     write_package(tmp_path, {**PACKAGE, "pyproject.toml": "[tool.gradmode]\n"})
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(GradModeChecker, "_wait_for_prefetch", staticmethod(lambda lock: None))
+    monkeypatch.setattr(GradModeChecker, "_wait_for_prefetch",
+                        staticmethod(lambda lock, prefetched=lambda: None: prefetched()))  # the lock free
     analysed = []
     monkeypatch.setattr(engine, "lint_project", lambda *a, **k: analysed.append(a) or engine.ProjectRun(
         ".", [], [], [], None))
