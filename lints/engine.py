@@ -11,7 +11,7 @@ import functools
 import hashlib
 import os
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Collection, Optional, Sequence
 
 from .cache_folders import cache_folder, markerless_cache_folder
 from .gitignore import forget as forget_ignore_files
@@ -213,11 +213,63 @@ def _digest(config: Config, entries: list[ProjectFile], max_bytes: int) -> str:
     return h.hexdigest()
 
 
-def _made_of(config: Config, entries: list[ProjectFile], max_bytes: int, words: list[str]) -> dict:
+def _made_of(config: Config, entries: list[ProjectFile], max_bytes: int, words: list[str],
+             project_words: Optional[dict]) -> dict:
     """What a run's results were made of, file by file, for a later run to tell what changed since
-    (``words``: the installed libraries' summaries' identifiers, ``library_words``)."""
-    return {"base": _digest(config, [], max_bytes), "files": [[e.path, e.module, e.key] for e in entries],
-            "library_words": words}
+    (``words``: the installed libraries' summaries' identifiers, ``library_words``; ``project_words``: which of the
+    project's are kept beside them, ``_project_words``)."""
+    made_of = {"base": _digest(config, [], max_bytes), "files": [[e.path, e.module, e.key] for e in entries],
+               "library_words": words}
+    if project_words is not None:
+        made_of["project_words"] = project_words
+    return made_of
+
+
+def _kept_project_words(cache: SummaryCache, made_of: dict) -> Optional[tuple[str, str, str]]:
+    """(id, words kept, words added since) of the project's words the results ``made_of`` name; None for none."""
+    named = made_of.get("project_words")
+    if not isinstance(named, dict) or not isinstance(named.get("id"), str) or not isinstance(named.get("added"), str):
+        return None
+    added = named["added"]
+    kept = cache.project_words(named["id"]) if added.startswith(" ") and added.endswith(" ") else None
+    return (named["id"], kept, added) if kept is not None else None
+
+
+def _project_words(cache: SummaryCache, entries: list[ProjectFile], summarised: Collection[str],
+                   before: Optional[dict], base: str) -> tuple[Optional[dict], Optional[tuple[str, str]]]:
+    """At least every identifier of the project's rows as saved (``SummaryCache.row_identifiers``), so that a carry
+    finds a name no row holds without reading any row (sglang: 29 ms): (what the results name, ``{"id": ...,
+    "added": " "}``; (id, `` a b c ``) to keep beside them where new). The words of the last results with those of
+    the rows that changed since (a row of the same path and key is the same summary); every row's where there are
+    none, or many rows changed. A superset: a word of a row since changed or gone stays until then, and only makes a
+    carry read the rows. (None, None) where a row cannot be read."""
+    made_of = before.get("made_of") if isinstance(before, dict) else None
+    kept = _kept_project_words(cache, made_of) if isinstance(made_of, dict) and made_of.get("base") == base else None
+    files = made_of.get("files") if kept is not None else None
+    found: Optional[set[bytes]] = None
+    if kept is not None and isinstance(files, list):
+        unchanged = {(f[0], f[2]) for f in files if isinstance(f, list) and len(f) == 3}
+        changed = {e.path: e.key for e in entries if (e.path, e.key) not in unchanged and e.path in summarised}
+        if len(changed) < BULK_SUMMARIES:
+            found = cache.row_identifiers(changed) if changed else set()
+    if found is not None:
+        words_id, words, added = kept
+        new = (found | set(added.encode("ascii", "replace").split())) - set(words.encode("ascii", "replace").split())
+        if not new:
+            return {"id": words_id, "added": " "}, None
+        words += _spaced(new)
+    else:
+        found = cache.row_identifiers({e.path: e.key for e in entries if e.path in summarised})
+        if found is None:
+            return None, None
+        words = " " + _spaced(found)
+    words_id = hashlib.sha256(words.encode("ascii", "replace")).hexdigest()[:16]  # the same words, the same id
+    return {"id": words_id, "added": " "}, (words_id, words)
+
+
+def _spaced(words: set[bytes]) -> str:
+    """``words`` sorted, each followed by a space."""
+    return "".join(f"{word} " for word in sorted(w.decode("ascii", "replace") for w in words))
 
 
 def library_words(library: dict[str, dict]) -> list[str]:
@@ -234,8 +286,8 @@ BULK_SUMMARIES = 256
 
 def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Config, max_bytes: int,
                    overrides: dict[str, str]
-                   ) -> Optional[tuple[list[Finding], dict[str, FileError], tuple, list[str]]]:
-    """The last run's (findings, errors, serving mode, library words), carried to the new places where the
+                   ) -> Optional[tuple[list[Finding], dict[str, FileError], tuple, list[str], Optional[str]]]:
+    """The last run's (findings, errors, serving mode, library words, project words), carried to the new places where the
     files changed since only moved code or bound unmentioned constants (``lints.shifts``); None where
     anything else changed."""
     from .shifts import carried, line_shift, mentioned_elsewhere_by, rebound_constants
@@ -271,7 +323,10 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
     changed_paths = {entry.path for entry, _ in changed}
     names = sorted(set().union(*(rebound_constants(old[p], fresh[p]) for p in sorted(changed_paths))))
     others: Optional[list[dict]] = []  # the other files' summaries that may mention one of them
-    if names:  # from one snapshot of the rows, each of which must be its file's summary as analysed
+    project_words = _kept_project_words(cache, made_of) if names else None
+    if project_words is not None and not any(f" {name} " in words for name in names for words in project_words[1:]):
+        pass  # no row of the analysed project holds one (``_project_words``): none need be read
+    elif names:  # from one snapshot of the rows, each of which must be its file's summary as analysed
         rows = cache.rows_mentioning(names)
         if rows is None or any(rows[0].get(e.path) != e.key for e in entries
                                if e.path not in changed_paths and e.path not in errors):  # (no summary: no row)
@@ -293,8 +348,13 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
     moved = carried([finding_from_dict(f) for f in last["findings"]], serving.evidence, shifts)
     if moved is None:
         return None
+    named = made_of.get("project_words") if not names else None  # nothing (un)bound: the words stand
+    if project_words is not None:  # a carried file's identifiers are its last ones and the names it (un)binds
+        words_id, kept, added = project_words
+        named = {"id": words_id, "added": added + "".join(
+            f"{name} " for name in names if f" {name} " not in kept and f" {name} " not in added)}
     return (moved[0], {p: FileError(p, str(m)) for p, m in errors.items()}, serving._replace(evidence=moved[1]),
-            [str(word) for word in words])
+            [str(word) for word in words], named)
 
 
 def _summarise_and_analyse(entries: list[ProjectFile], config: Config, jobs: int, cache: Optional[SummaryCache],
@@ -462,12 +522,12 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         except Exception:  # a result of any other shape (the checkout's to plant) is a miss
             moved = None
         if moved is not None:
-            all_findings, summary_errors, serving, words = moved
+            all_findings, summary_errors, serving, words, project_words = moved
             cached = {"carried": True}  # not analysed: as a hit
             writes.append(cache.save)
             if keep_results:
                 writes.append(functools.partial(cache.save_results, digest, all_findings, summary_errors, serving,
-                                                _made_of(config, entries, max_bytes, words)))
+                                                _made_of(config, entries, max_bytes, words, project_words)))
     if cached is None:
         with collector_paused():
             try:
@@ -482,8 +542,9 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                     entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
         serving = analysis.serving
         if keep_results:
+            named, kept = _project_words(cache, entries, summaries, cache.last_results(), _digest(config, [], max_bytes))
             cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving,
-                               _made_of(config, entries, max_bytes, library_words(library)))
+                               _made_of(config, entries, max_bytes, library_words(library), named), kept)
     try:  # a hit's or a carry's writes run whatever happens below, once ``findings_ready`` has the findings
         # the project's paths are spelt from its root; report them as the user spelt the request
         as_requested = _RequestedSpelling(requested)

@@ -88,12 +88,16 @@ def line_shift(old: dict, new: dict, mentioned_elsewhere: Callable[[str], bool] 
     line, their order kept and every column as it was, leaving out module-level constants bound in
     only one of them where neither summary names them elsewhere and ``mentioned_elsewhere(name)`` (the
     other summaries of the analysis) is false; None otherwise."""
-    unbound = _without_unmentioned_constants(old, new, mentioned_elsewhere)
+    unbound = _without_constants(old, new)
     if unbound is None:
         return None
-    old, new = unbound
+    old, new = unbound[:2]
     before, after = shape_and_places(old), shape_and_places(new)
     if before is None or after is None or before[0] != after[0]:
+        return None
+    # a shape holds the summary's words as they are (only numbers are zeroed): a name it holds is mentioned
+    names = sorted(rebound_constants(*unbound[2:]))
+    if names and (mentions(before[0], *names) or any(map(mentioned_elsewhere, names))):
         return None
     lines: dict[int, int] = {}
     for (old_line, old_col), (new_line, new_col) in zip(before[1], after[1]):
@@ -111,24 +115,22 @@ def line_shift(old: dict, new: dict, mentioned_elsewhere: Callable[[str], bool] 
     return lines
 
 
-def _without_unmentioned_constants(old: dict, new: dict, mentioned_elsewhere: Callable[[str], bool]
-                                    ) -> Optional[tuple[dict, dict]]:
-    """``old`` and ``new`` without the module-level names in the "locals" of only one of them, where
-    no other place of either summary and no other summary mentions them; None where one is mentioned.
-    A mention is the name as a word anywhere in a summary's JSON (a part of a path, of a dotted name, of
-    a string: more than a read, never less); the name is an ASCII identifier, which JSON writes as it is."""
+def _without_constants(old: dict, new: dict) -> Optional[tuple[dict, dict, dict, dict]]:
+    """``old`` and ``new`` without the module-level names in the "locals" of only one of them (then ``old`` and
+    ``new`` as given), for ``line_shift`` to look for other mentions of them in what is left; None where one is no
+    name a carry may leave out. A mention is the name as a word anywhere in a summary's JSON (a part of a path, of a
+    dotted name, of a string: more than a read, never less); the name is an ASCII identifier, which JSON writes as it
+    is."""
     names = rebound_constants(old, new)
     if not names:
-        return old, new
+        return old, new, old, new
     if not all(isinstance(name, str) and name.isascii() and name.isidentifier()
                and not (name.startswith("__") and name.endswith("__")) for name in names):
         return None  # a dunder (``__all__``, ``__getattr__``) is a name the analysis may ask for itself
     unbound = [_unbound(summary, names) for summary in (old, new)]
-    if any(summary is None or _mentions(summary, names) for summary in unbound):
+    if unbound[0] is None or unbound[1] is None:
         return None
-    if any(map(mentioned_elsewhere, sorted(names))):
-        return None
-    return unbound[0], unbound[1]
+    return unbound[0], unbound[1], old, new
 
 
 def _module_scope(summary: dict) -> Optional[dict]:

@@ -176,8 +176,9 @@ class SummaryCache:
         return data if data is not None and data.get("digest") == digest else None
 
     def save_results(self, digest: str, findings: list[Finding], errors: dict[str, FileError], serving,
-                     made_of: Optional[dict] = None) -> None:
-        """``made_of``: what a later run needs to tell whether its change can move these (``lints.shifts``)."""
+                     made_of: Optional[dict] = None, project_words: Optional[tuple[str, str]] = None) -> None:
+        """``made_of``: what a later run needs to tell whether its change can move these (``lints.shifts``);
+        ``project_words``: (id, text) of the project's words to keep beside them (``project_words``), where new."""
         data = {"digest": digest, "findings": [f.to_dict() for f in findings],
                 "errors": {p: e.message for p, e in errors.items()}, "serving": list(serving),
                 "made_of": made_of}
@@ -190,7 +191,23 @@ class SummaryCache:
             warn(f"cannot write cache {self.path}: {type(exc).__name__}: {exc}")
             return
         self._results = None  # read again if asked: as written
-        self._store([("INSERT OR REPLACE INTO facts VALUES ('results', ?)", (text,))])
+        statements = [("INSERT OR REPLACE INTO facts VALUES ('results', ?)", (text,))]
+        if project_words is not None:  # in the same transaction
+            statements.append(("INSERT OR REPLACE INTO facts VALUES ('project_words', ?)",
+                               (f"{project_words[0]}\n{project_words[1]}",)))
+        self._store(statements)
+
+    def project_words(self, words_id: str) -> Optional[str]:
+        """The project's words kept with results (``engine._project_words``) under ``words_id``; None where those kept
+        are of another id (another run's, written since), or none are. Apart from the results: megabytes on a big
+        tree, written when an analysis finds new words and not by each run that carries its findings."""
+        if self.folder is None:
+            return None
+        row = self._row("SELECT value FROM facts WHERE name = 'project_words'", ())
+        if row is None or not isinstance(row[0], str):
+            return None
+        kept_id, _, words = row[0].partition("\n")
+        return words if kept_id == words_id and words.startswith(" ") and words.endswith(" ") else None
 
     def is_empty(self) -> bool:
         """Nothing saved yet (without reading it: the summaries are tens of MB on a big tree)."""
@@ -264,6 +281,34 @@ class SummaryCache:
         except (sqlite3.Error, MemoryError):
             return None
         return keys, found
+
+    def row_identifiers(self, keys: dict[str, str]) -> Optional[set[bytes]]:
+        """The identifiers (words not starting with a digit: the names ``rows_mentioning`` may be asked for) of the rows
+        of ``keys`` (path -> key) as saved; None where one is missing or of another key (a run writing beside this one),
+        has words that are not text, or memory holds the rows (``MemorySummaries``: no words are kept there)."""
+        if self.folder is None or type(self) is not SummaryCache or not self.readable():
+            return None
+        wanted = {self._row_path(path): key for path, key in keys.items()}
+        db = self._connection()
+        query = "SELECT path, key, typeof(words) = 'text', CAST(words AS BLOB) FROM summaries"
+        try:
+            rows = db.execute(query).fetchall() if len(wanted) > MAX_TEXTS_SOUGHT else [
+                db.execute(query + " WHERE path = ?", (row_path,)).fetchone() for row_path in wanted]
+        except (sqlite3.Error, MemoryError):
+            return None
+        found: set[bytes] = set()
+        seen = 0
+        for row in rows:
+            if row is None:
+                return None
+            row_path, key, is_text, words = row
+            if wanted.get(row_path) != key:
+                continue  # a row of no file asked for, or of another key (then one asked for is not seen)
+            if is_text != 1 or not isinstance(words, bytes):
+                return None
+            found.update(words.split())
+            seen += 1
+        return {word for word in found if not word[:1].isdigit()} if seen == len(wanted) else None
 
     def _held_mentioning(self, names: list[str], paths: Iterable[str]
                          ) -> Optional[tuple[dict[str, str], list[tuple[str, str]]]]:

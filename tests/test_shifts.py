@@ -6,6 +6,7 @@ import dataclasses
 import os
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import given, settings
 
 from lints.engine import lint_project
@@ -16,7 +17,7 @@ from lints.shifts import carried, line_shift
 from lints.sources import source_from_text
 from lints.summary_jobs import summarize_source
 
-from .helpers import chdir, write_package
+from .helpers import cache_fact, chdir, write_cache_fact, write_package
 from .test_bug_class import REVERSE
 
 # Every kind of record a summary keeps a position in: defs, classes, decorators, calls, assignments,
@@ -479,22 +480,32 @@ def test_an_unmentioned_constant_appended_carries_the_findings_a_fresh_analysis_
     assert _carried_as_fresh(root)
 
 
-def test_a_cache_row_of_another_type_that_may_mention_the_name_is_no_carry(tmp_path):
-    """A row the checkout planted or garbled: its summary a blob holding the name, its words a blob without it. It
-    may mention the name: analysed."""
+@pytest.mark.parametrize("with_project_words", [False, True])
+def test_a_cache_row_of_another_type_that_may_mention_the_name_is_no_carry(tmp_path, with_project_words):
+    """A row the checkout planted or garbled after the last run: its summary a blob holding the name, its words a blob
+    without it. Read (results without the project's words), it may mention the name: analysed. Results that know the
+    project's words carry without reading any row, as the file's own summary (its key unchanged) says: what a
+    fresh analysis gives."""
     import sqlite3
 
     root = write_package(tmp_path / "repo", REVERSE)
     _lint(root)
     (database,) = (root / ".gradmode_cache").rglob("cache.sqlite3")
+    if not with_project_words:
+        results = cache_fact(database.parent, "results")
+        assert set(results["made_of"].pop("project_words")) == {"id", "added"}
+        write_cache_fact(database.parent, "results", results)
     with sqlite3.connect(database) as db:
         db.execute("UPDATE summaries SET words = x'00', "
                    "summary = CAST(summary || '_planted' AS BLOB) WHERE path = ?",
                    (b"engine/main.py",))
     workspace = root / "engine" / "workspace.py"
     workspace.write_text(workspace.read_text() + "_planted = 1\n")
-    run, fresh = _lint(root), _lint(root, use_cache=False)
-    assert run.analysis is not None and _everything(run) == _everything(fresh)
+    if with_project_words:
+        assert _carried_as_fresh(root)
+    else:
+        run, fresh = _lint(root), _lint(root, use_cache=False)
+        assert run.analysis is not None and _everything(run) == _everything(fresh)
 
 
 def test_a_cache_row_whose_words_are_not_utf8_does_not_stop_the_carry(tmp_path):
@@ -517,7 +528,7 @@ def test_a_cache_row_whose_words_are_not_utf8_does_not_stop_the_carry(tmp_path):
 def test_an_editors_absolute_path_shares_the_cache_of_relative_runs(tmp_path):
     """An editor names the file by its absolute path, pre-commit and the CLI by a relative one: one cache serves
     both (the same rows, the same results), and an unsaved edit that moves code is carried, not analysed."""
-    from .helpers import cache_fact, cache_rows
+    from .helpers import cache_rows
 
     root = write_package(tmp_path / "repo", REVERSE)
     cold = _lint(root)
@@ -558,3 +569,58 @@ def test_an_editors_absolute_buffer_of_a_file_the_walk_skips_is_the_text_analyse
         assert [(f.path, f.code, f.line) for f in relative.findings] == [(name, *e) for e in expected]
         assert [(f.path, f.code, f.line) for f in absolute.findings] == [(str(root / name), *e) for e in expected]
         assert not relative.errors and not absolute.errors
+
+
+def _project_words(root) -> str:
+    """The project's words the last results name: those kept beside them and those added since."""
+    import contextlib
+    import sqlite3
+
+    (database,) = (root / ".gradmode_cache").rglob("cache.sqlite3")
+    named = cache_fact(database.parent, "results")["made_of"]["project_words"]
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        kept_id, _, kept = db.execute("SELECT value FROM facts WHERE name = 'project_words'").fetchone()[0].partition("\n")
+    assert kept_id == named["id"]
+    return kept + named["added"].lstrip()
+
+
+def test_the_projects_words_let_a_carry_of_a_new_name_read_no_row_and_stay_a_superset(tmp_path, monkeypatch):
+    """The results keep every identifier of the project's rows (no number: a name sought never starts with a digit). A
+    constant no row names is carried without reading a row, and joins the words; an edit analysed afresh adds its
+    file's new identifiers and keeps the old ones (a superset: a word of a changed row only makes a carry read)."""
+    from lints.summary_cache import SummaryCache
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    _lint(root)
+    words = _project_words(root)
+    assert words.startswith(" ") and words.endswith(" ") and " CudaGraphRunner " in words and " main " in words
+    assert not any(word[0].isdigit() for word in words.split())
+    read = []
+    original = SummaryCache.rows_mentioning
+    monkeypatch.setattr(SummaryCache, "rows_mentioning", lambda self, names: read.append(names) or original(self, names))
+    workspace, runner = root / "engine" / "workspace.py", root / "engine" / "runner.py"
+    workspace.write_text(workspace.read_text() + "_nobody_reads_this = 1\n")
+    assert _carried_as_fresh(root) and read == []
+    assert " _nobody_reads_this " in _project_words(root)
+    runner.write_text(runner.read_text() + "_nobody_reads_this = 2\n")  # named in the words now: the rows are read
+    assert _carried_as_fresh(root) and read == [["_nobody_reads_this"]]
+    runner.write_text(runner.read_text() + "def helper_added_later():\n    return torch.zeros(3)\n")
+    assert _lint(root).analysis is not None  # a new function: analysed, its file's words added
+    after = _project_words(root)
+    assert " helper_added_later " in after and set(words.split()) <= set(after.split())
+
+
+def test_the_projects_words_are_none_where_a_row_is_of_another_key(tmp_path):
+    """A row another run rewrote between this run's save and its words: not the summary analysed, so no words (a carry
+    then reads the rows)."""
+    from lints.summary_cache import SummaryCache
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    run = _lint(root)
+    with chdir(root):
+        cache = SummaryCache(run.cache_folder, ".")
+        keys = {path: key for path, _, key in cache.last_results()["made_of"]["files"]}
+        assert b"CudaGraphRunner" in cache.row_identifiers(keys)
+        assert cache.row_identifiers({**keys, "engine/main.py": "0" * 32}) is None
+        assert cache.row_identifiers({**keys, "engine/absent.py": keys["engine/main.py"]}) is None
+        cache.close()
