@@ -53,9 +53,11 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
                   overrides: Optional[dict[str, str]] = None, read_keys: bool = True,
                   max_bytes: int = MAX_FILE_BYTES, known_keys: Optional[dict] = None,
                   walked: Optional[list[str]] = None,
-                  stats: Optional[dict[str, Optional[os.stat_result]]] = None) -> list[ProjectFile]:
+                  stats: Optional[dict[str, Optional[os.stat_result]]] = None,
+                  last: Optional[dict] = None) -> list[ProjectFile]:
     """``walked``: what ``project_walk(root, config)`` found already; ``stats``: what ``file_stats`` took of its
-    files (a file it lacks, or could not stat, is looked at again)."""
+    files (a file it lacks, or could not stat, is looked at again); ``last``: what the last results were made of
+    (``_made_of``), whose module names stand where the files are the same, named from the same folders."""
     if walked is None:
         walked = project_walk(root, config)
     files = [os.path.normpath(f) for f in walked]
@@ -80,7 +82,8 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
         elif overrides and path in overrides:
             files[where[absolute]] = path
     entries = []
-    for path, (module, is_package) in zip(files, module_names_for(files, import_root(root))):
+    for path, (module, is_package) in zip(files, _last_modules(files, root, last) or module_names_for(
+            files, import_root(root))):
         if overrides and path in overrides:
             key: Optional[str] = text_key(path, overrides[path], max_bytes)
         elif not read_keys:
@@ -89,6 +92,25 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
             key = content_key(path, max_bytes, known_keys, stats.get(path) if stats is not None else None)
         entries.append(ProjectFile(path, module, is_package, key))
     return entries
+
+
+def _named_from(root: str) -> list[str]:
+    """What a module name depends on beside its file's path as spelt: the current folder and the import root."""
+    return [os.getcwd(), import_root(root)]
+
+
+def _last_modules(files: list[str], root: str, last: Optional[dict]) -> Optional[list[tuple[str, bool]]]:
+    """(module, is package) of each of ``files`` as the last results named them, where they named these very files
+    from the same folders (``module_names_for``: 8 ms of a carry on sglang); None otherwise."""
+    named = last.get("files") if isinstance(last, dict) and last.get("named_from") == _named_from(root) else None
+    if not isinstance(named, list) or len(named) != len(files):
+        return None
+    modules = []
+    for path, entry in zip(files, named):
+        if not (isinstance(entry, list) and len(entry) == 3 and entry[0] == path and isinstance(entry[1], str)):
+            return None
+        modules.append((entry[1], os.path.basename(path) in ("__init__.py", "__init__")))
+    return modules
 
 
 def project_walk(root: str, config: Config) -> list[str]:
@@ -213,13 +235,13 @@ def _digest(config: Config, entries: list[ProjectFile], max_bytes: int) -> str:
     return h.hexdigest()
 
 
-def _made_of(config: Config, entries: list[ProjectFile], max_bytes: int, words: list[str],
+def _made_of(config: Config, root: str, entries: list[ProjectFile], max_bytes: int, words: list[str],
              project_words: Optional[dict]) -> dict:
     """What a run's results were made of, file by file, for a later run to tell what changed since
     (``words``: the installed libraries' summaries' identifiers, ``library_words``; ``project_words``: which of the
     project's are kept beside them, ``_project_words``)."""
     made_of = {"base": _digest(config, [], max_bytes), "files": [[e.path, e.module, e.key] for e in entries],
-               "library_words": words}
+               "named_from": _named_from(root), "library_words": words}
     if project_words is not None:
         made_of["project_words"] = project_words
     return made_of
@@ -490,9 +512,10 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         stats = file_stats([*walked, *extra]) if read_keys else None
         if cache is not None and cache.reads_a_file():  # before its stamps are read (``known_keys``)
             cache.limit_to_sources(_source_bytes([*walked, *extra], overrides, stats))
+        last = cache.last_results() if read_keys else None
         entries = project_files(root, config, extra, overrides, read_keys=read_keys, max_bytes=max_bytes,
                                 known_keys=cache.known_keys() if cache is not None else None, walked=walked,
-                                stats=stats)
+                                stats=stats, last=last.get("made_of") if isinstance(last, dict) else None)
     # results are saved with summaries: without any, they cannot be a hit
     if not entries:  # nothing to keep: no cache folder is made (a workspace above its checkouts has none)
         cache = None
@@ -527,7 +550,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             writes.append(cache.save)
             if keep_results:
                 writes.append(functools.partial(cache.save_results, digest, all_findings, summary_errors, serving,
-                                                _made_of(config, entries, max_bytes, words, project_words)))
+                                                _made_of(config, root, entries, max_bytes, words, project_words)))
     if cached is None:
         with collector_paused():
             try:
@@ -544,7 +567,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         if keep_results:
             named, kept = _project_words(cache, entries, summaries, cache.last_results(), _digest(config, [], max_bytes))
             cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving,
-                               _made_of(config, entries, max_bytes, library_words(library), named), kept)
+                               _made_of(config, root, entries, max_bytes, library_words(library), named), kept)
     try:  # a hit's or a carry's writes run whatever happens below, once ``findings_ready`` has the findings
         # the project's paths are spelt from its root; report them as the user spelt the request
         as_requested = _RequestedSpelling(requested)

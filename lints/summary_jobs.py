@@ -52,14 +52,15 @@ def content_key(path: str, max_bytes: int = MAX_FILE_BYTES, known: Optional[dict
     ``known``: path -> (stamp, key) from earlier calls of a long-lived process (the language server),
     where a file whose size, times and inode are as they were is not read again; ``status``: the file's
     ``os.stat``, where the caller took it already (one stat per file and run)."""
-    stamp = None
+    stamp = status_now = None
     if known is not None:
         try:
-            stamp = file_stamp(status if status is not None else os.stat(path), max_bytes)
+            status_now = status if status is not None else os.stat(path)
+            stamp = file_stamp(status_now, max_bytes)
         except (OSError, ValueError):
             return ""
         remembered = known.get(path)
-        if remembered is not None and tuple(remembered[0]) == stamp:
+        if remembered is not None and remembered[0] == stamp:
             return remembered[1]
     try:
         with open(path, "rb", opener=_nonblocking) as handle:
@@ -67,25 +68,27 @@ def content_key(path: str, max_bytes: int = MAX_FILE_BYTES, known: Optional[dict
             key = file_key(raw) if os.path.isfile(path) and len(raw) <= max_bytes else ""
     except OSError:
         return ""
-    if stamp is not None and key and settled(stamp[1], stamp[2]):
+    if stamp is not None and key and settled(status_now.st_mtime_ns, status_now.st_ctime_ns):
         known[path] = (stamp, key)
     return key
 
 
-def file_stamp(status: os.stat_result, max_bytes: int) -> tuple:
+def file_stamp(status: os.stat_result, max_bytes: int) -> str:
     """What a file's key is remembered by (``content_key``'s ``known``): its size, times, inode and device, and
-    the size limit it was read under."""
-    return status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino, status.st_dev, max_bytes
+    the size limit it was read under, as the cache keeps it (``[size,mtime,ctime,inode,device,max_bytes]``: compared
+    as text, no row's stamp is parsed)."""
+    return (f"[{status.st_size},{status.st_mtime_ns},{status.st_ctime_ns},{status.st_ino},{status.st_dev},"
+            f"{max_bytes}]")
 
 
-def _stamp_before_reading(path: str, max_bytes: int) -> Optional[tuple]:
+def _stamp_before_reading(path: str, max_bytes: int) -> Optional[str]:
     """The file's stamp, taken before it is read: an edit after it moves the times, so the key read later is never
     remembered by the times of older content. None where it cannot be taken or is too recent to stand for the file."""
     try:
-        stamp = file_stamp(os.stat(path), max_bytes)
+        status = os.stat(path)
     except (OSError, ValueError):
         return None
-    return stamp if settled(stamp[1], stamp[2]) else None
+    return file_stamp(status, max_bytes) if settled(status.st_mtime_ns, status.st_ctime_ns) else None
 
 
 def _nonblocking(path: str, flags: int) -> int:
