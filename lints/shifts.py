@@ -22,7 +22,7 @@ import re
 from typing import Callable, Iterable, Optional
 
 from .model import Finding, Fix
-from .summary_cache import encode_json, words_in
+from .summary_cache import encode_json, word_count, words_in
 from .summary_records import CLASS_FIELDS, FUNCTION_FIELDS, MODULE_SCOPE, SUMMARY_FIELDS
 
 NO_COLUMN = -1
@@ -154,34 +154,36 @@ def _unbound(summary: dict, names: set[str]) -> Optional[dict]:
     return {**summary, "functions": {**summary["functions"], MODULE_SCOPE: {**scope, "locals": kept}}}
 
 
-def _mentions(summary: dict, names: set[str]) -> bool:
-    try:
-        text = encode_json(summary)
-    except (ValueError, RecursionError):
-        return True
-    return mentions(text, *names)
-
-
-def read_elsewhere(summary, name: str) -> bool:
-    """Whether ``summary`` (another module's) mentions ``name`` otherwise than by binding it as a
-    module-level constant of its own, which no other module's binding changes."""
-    unbound = _unbound(summary, {name}) if isinstance(summary, dict) else None
-    return unbound is None or _mentions(unbound, {name})
-
-
 def mentioned_elsewhere_by(library_words: Iterable[str], changed: dict[str, tuple[dict, dict]],
                            others: Optional[list[dict]]) -> Callable[[str, str], bool]:
     """``mentioned(name, path)``: whether a summary of the analysis other than changed file ``path``'s two reads
-    ``name``: an installed library's (by its ``library_words``), another changed file's, old or new (``changed``:
-    path -> (old, new)), or another file's (``others``: those that may mention a name sought; None: not known,
-    as if every one did). Each answer is asked once."""
+    ``name`` otherwise than by binding it as a module-level constant of its own (which no other module's binding
+    changes): an installed library's (by its ``library_words``), another changed file's, old or new (``changed``:
+    path -> (old, new)), or another file's (``others``: those that may mention a name sought; None: not known, as if
+    every one did). Another changed file that (un)binds the name too looks for its other mentions itself
+    (``line_shift``, which every changed file must pass). Each answer is asked once, each summary encoded once."""
     known = set(library_words)
+    rebinds = {path: rebound_constants(old, new) for path, (old, new) in changed.items()}
+    texts: dict[int, Optional[str]] = {}  # id of a summary -> its JSON (None: none)
     reads: dict[tuple[Optional[str], str], bool] = {}
+
+    def read_by(summary, name: str) -> bool:
+        scope = _module_scope(summary) if isinstance(summary, dict) else None
+        if scope is None:
+            return True
+        if id(summary) not in texts:
+            try:
+                texts[id(summary)] = encode_json(summary)
+            except (ValueError, RecursionError):
+                texts[id(summary)] = None
+        text = texts[id(summary)]
+        return text is None or word_count(text, name) > scope["locals"].count(name)
 
     def read_in(path: Optional[str], name: str) -> bool:  # path None: the other files
         if (path, name) not in reads:
             summaries = others if path is None else changed[path]
-            reads[path, name] = summaries is None or any(read_elsewhere(summary, name) for summary in summaries)
+            reads[path, name] = summaries is None or (path is None or name not in rebinds[path]) and any(
+                read_by(summary, name) for summary in summaries)
         return reads[path, name]
 
     def mentioned(name: str, path: str) -> bool:

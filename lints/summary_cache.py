@@ -697,6 +697,16 @@ _JSON_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
 _DIGITS = b"0123456789"
 
 
+def word_count(text: str, name: str) -> int:
+    """How often the identifier ``name`` is a word of the JSON ``text``, as ``words_in`` reads words (an escape is a
+    space; a run's leading digits are not part of its word)."""
+    if name not in text:  # an escape only splits words
+        return 0
+    if "\\" in text:
+        text = _JSON_ESCAPE.sub(" ", text)
+    return len(re.findall(r"(?<![A-Za-z0-9_])[0-9]*" + re.escape(name) + r"(?![A-Za-z0-9_])", text))
+
+
 def _word_bytes(text: str) -> set[bytes]:
     if "\\" in text:
         text = _JSON_ESCAPE.sub(" ", text)

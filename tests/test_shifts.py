@@ -624,3 +624,31 @@ def test_the_projects_words_are_none_where_a_row_is_of_another_key(tmp_path):
         assert cache.row_identifiers({**keys, "engine/main.py": "0" * 32}) is None
         assert cache.row_identifiers({**keys, "engine/absent.py": keys["engine/main.py"]}) is None
         cache.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["_edit", "x_edit", "9_edit", "_edit9", "\\n_edit", "\\u00e9_edit", "\\\\_edit",
+                                 "é_edit", ".", " ", '"', "_", "1", "a"]), max_size=8))
+def test_a_words_count_agrees_with_the_words_of_a_text(parts):
+    """``word_count`` (how a carry counts a name's mentions beside its binding) reads words as ``words_in`` does."""
+    from lints.summary_cache import word_count, words_in
+
+    text = "".join(parts)
+    assert (word_count(text, "_edit") > 0) == ("_edit" in words_in(text))
+    assert word_count('["_edit","a._edit",3_edit]', "_edit") == 3
+
+
+def test_another_changed_file_that_binds_the_same_name_is_no_mention_but_one_that_reads_it_is(tmp_path):
+    """Five files of one commit binding one constant each check their own other mentions; a changed file that reads the
+    name (its summary unchanged in shape, both versions) mentions it."""
+    root = write_package(tmp_path / "repo", {**REVERSE, "engine/reader.py": "import engine\nprint(_shared_name)\n"})
+    _lint(root)
+    for name in ("workspace", "runner", "main"):
+        path = root / "engine" / f"{name}.py"
+        path.write_text(path.read_text() + "_bound_in_three = 1\n")
+    assert _carried_as_fresh(root)
+    workspace, reader = root / "engine" / "workspace.py", root / "engine" / "reader.py"
+    workspace.write_text(workspace.read_text() + "_shared_name = 1\n")
+    reader.write_text("\n" + reader.read_text())  # moved, and read as before
+    run = _lint(root)
+    assert run.analysis is not None
