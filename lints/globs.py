@@ -74,6 +74,16 @@ def path_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
 _WILDCARD = re.compile(r"[*?\[]")  # what fnmatch reads as other than itself
 
 
+@functools.lru_cache(maxsize=64)
+def bare_names(patterns: tuple[str, ...]) -> Optional[frozenset[str]]:
+    """The names ``patterns`` match wherever they are, normcased, where every pattern is such a name (no wildcard, no
+    separator: every default exclude): ``path_matcher`` then matches a path by its last part alone (sglang's 4,719
+    files: two matchers each were 5 ms of a run that carries its findings). None where one pattern is more."""
+    if any(_WILDCARD.search(p) or "/" in p or "\\" in p for p in patterns):
+        return None
+    return frozenset(os.path.normcase(p) for p in patterns)
+
+
 def _path_forms(pattern: str) -> tuple[str, ...]:
     """What a path pattern matches: ``pkg/gen`` and any ``*/pkg/gen``; ``./pkg/gen`` only ``pkg/gen``."""
     if not pattern.startswith("./"):

@@ -10,7 +10,7 @@ import time
 from typing import Callable, Collection, Iterable, Iterator, NamedTuple, Optional, Sequence
 
 from . import gitignore
-from .globs import as_glob_path, path_matcher, relative_inside, relative_to
+from .globs import as_glob_path, bare_names, path_matcher, relative_inside, relative_to
 from .model import FileError
 from .sources import NOT_REGULAR, is_regular_file
 
@@ -218,6 +218,7 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
     unlisted: list[str] = []  # folders that could not be listed
     top = os.path.abspath(folder)
     excluded = _exclusion(exclude) if exclude else None
+    bare = bare_names(exclude) if exclude else None  # a file excluded by its name alone: a set lookup
     # a folder below the anchor is counted from it as its parent's path and its name (``relative_to``, not an
     # ``abspath`` and a ``relpath`` per folder); one outside is asked of ``relative_to`` itself
     top_inside = relative_inside(folder, anchor) if excluded else None
@@ -253,7 +254,8 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
                         continue
                 if not _is_link(entry) and not gitignore.is_ignored(rules, absolute, name, True):
                     subfolders.append(name)
-            elif name.endswith(".py") and not (excluded is not None and excluded(name, _below(counted, name))) \
+            elif name.endswith(".py") and not (excluded is not None and (
+                    os.path.normcase(name) in bare if bare is not None else excluded(name, _below(counted, name)))) \
                     and not gitignore.is_ignored(rules, absolute, name, False):
                 (python_files if _is_plain_file(entry) else unusual).append(name)
         walked.append(FolderListing(root, sorted(python_files), sorted(unusual)))

@@ -432,6 +432,27 @@ def test_excludes_without_wildcards_match_as_their_globs() -> None:
                     assert path_matcher(subset)(path) == (path_match(path, subset) is not None), (path, subset)
 
 
+
+def test_bare_name_excludes_leave_a_file_out_by_its_name_as_the_walk_does() -> None:
+    """Where every exclude is a bare name (the defaults), the walk asks a file's name of a set (``globs.bare_names``),
+    not the two matchers it asks otherwise: the same answers over every path of up to three parts."""
+    import itertools
+
+    from lints.globs import bare_names
+    from lints.walk import _exclusion
+
+    parts = ("build", "a", "x.py", ".git", "dist", "q", "")
+    for patterns in (("build", "x.py", ".git"), ("dist",), (".", "..", "x.py"), ("x.py", "a/x.py"), ("*.py",)):
+        bare = bare_names(patterns)
+        assert (bare is None) == any("/" in p or "*" in p for p in patterns)
+        if bare is None:
+            continue
+        for size in (1, 2, 3):
+            for chosen in itertools.product(parts, repeat=size):
+                relative = "/".join(chosen)
+                name = chosen[-1]
+                assert (name in bare) == _exclusion(patterns)(name, relative), (patterns, relative)
+
 def test_a_file_given_in_two_spellings_keeps_the_walks_or_the_last_buffers(tmp_path: Path) -> None:
     from lints.engine import project_files
 
