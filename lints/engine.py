@@ -253,7 +253,7 @@ def _kept_project_words(cache: SummaryCache, made_of: dict) -> Optional[tuple[st
     if not isinstance(named, dict) or not isinstance(named.get("id"), str) or not isinstance(named.get("added"), str):
         return None
     added = named["added"]
-    kept = cache.project_words(named["id"]) if added.startswith(" ") and added.endswith(" ") else None
+    kept = cache.project_words(named["id"]) if added.startswith(" ") and added.endswith(" ") else None  # spaced too
     return (named["id"], kept, added) if kept is not None else None
 
 
@@ -270,8 +270,9 @@ def _project_words(cache: SummaryCache, entries: list[ProjectFile], summarised: 
     files = made_of.get("files") if kept is not None else None
     found: Optional[set[bytes]] = None
     if kept is not None and isinstance(files, list):
-        unchanged = {(f[0], f[2]) for f in files if isinstance(f, list) and len(f) == 3}
-        changed = {e.path: e.key for e in entries if (e.path, e.key) not in unchanged and e.path in summarised}
+        # a row of the same path, module name and key is the same summary (a moved import root renames modules)
+        unchanged = {tuple(f) for f in files if isinstance(f, list) and len(f) == 3}
+        changed = {e.path: e.key for e in entries if (e.path, e.module, e.key) not in unchanged and e.path in summarised}
         if len(changed) < BULK_SUMMARIES:
             found = cache.row_identifiers(changed) if changed else set()
     if found is not None:

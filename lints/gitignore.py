@@ -69,13 +69,14 @@ def parse_ignore_file(base: str, lines: list[str]) -> Optional[IgnoreFile]:
     """The patterns of ``lines`` counted from ``base``; None when there are none. A line pathspec cannot
     read is skipped, as git skips it, and so is one too costly to match (``MAX_STARS_IN_A_NAME``)."""
     patterns = []
+    pattern_class = _pattern_class() if lines else None  # outside the per-line ``except``: pathspec must be there
     for line in lines:
         if len(patterns) >= MAX_PATTERNS:
             break
         if _too_costly(line):
             continue
         try:
-            pattern = _pattern_class()(line)
+            pattern = pattern_class(line)
         except Exception:  # noqa: BLE001 - pathspec's errors for a bad pattern have no common base
             continue
         if pattern.include is None or pattern.regex is None:  # a comment or a blank line

@@ -282,7 +282,7 @@ class SummaryCache:
         return keys, found
 
     def row_identifiers(self, keys: dict[str, str]) -> Optional[set[bytes]]:
-        """The identifiers (words not starting with a digit: the names ``rows_mentioning`` may be asked for) of the rows
+        """The words (``row_words``: identifiers, as ``rows_mentioning`` is asked for them) of the rows
         of ``keys`` (path -> key) as saved; None where one is missing or of another key (a run writing beside this one),
         has words that are not text, or memory holds the rows (``MemorySummaries``: no words are kept there)."""
         if self.folder is None or type(self) is not SummaryCache or not self.readable():
@@ -307,7 +307,7 @@ class SummaryCache:
                 return None
             found.update(words.split())
             seen += 1
-        return {word for word in found if not word[:1].isdigit()} if seen == len(wanted) else None
+        return found if seen == len(wanted) else None
 
     def _held_mentioning(self, names: list[str], paths: Iterable[str]
                          ) -> Optional[tuple[dict[str, str], list[tuple[str, str]]]]:

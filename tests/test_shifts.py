@@ -652,3 +652,15 @@ def test_another_changed_file_that_binds_the_same_name_is_no_mention_but_one_tha
     reader.write_text("\n" + reader.read_text())  # moved, and read as before
     run = _lint(root)
     assert run.analysis is not None
+
+
+def test_the_projects_words_take_a_row_renamed_by_a_moved_import_root(tmp_path):
+    """A package above the project appears: every module is renamed (``zzpkg.proj.x``) and its row rewritten under the
+    same key. The words must hold the new names (a review found them kept as they were)."""
+    root = write_package(tmp_path / "zzpkg" / "proj", {"pyproject.toml": "", "__init__.py": "",
+                                                       "x.py": "from .y import helper\n", "y.py": "def helper():\n    pass\n"})
+    _lint(root)
+    assert " zzpkg " not in _project_words(root)
+    (tmp_path / "zzpkg" / "__init__.py").write_text("")
+    assert _lint(root).analysis is not None
+    assert " zzpkg " in _project_words(root)
