@@ -41,7 +41,8 @@ from lints.options import Config
 from lints.phases import Phases
 from lints.project import Project
 from lints.regions import Regions
-from lints.analysis import ProjectAnalysis, ServingMode
+from lints.analysis import ProjectAnalysis
+from lints.model import ServingMode
 from lints.summary_records import with_records
 from lints import engine
 summaries = {}

@@ -16,7 +16,8 @@ and times on those files, in turn:
   (``.bench/venvs/flake8-bare``, made with pip on the first run).
 
 With ``--before COMMIT``, ``cli`` and ``flake8+GM`` also run with ``lints/`` of that commit (``git archive``) on
-PYTHONPATH, in the same rounds. Each command has a cache folder of its own (shared, the CLI's run would leave
+PYTHONPATH, in the same rounds; its flake8 is one whose plugins are that commit's entry points
+(``.bench/venvs/flake8-at-SHA``, made with pip on the first run). Each command has a cache folder of its own (shared, the CLI's run would leave
 flake8 nothing to do). Prints each command's median wall seconds and its
 ratio to bare flake8 (issue 33's targets: the CLI at most 1.5x bare flake8; ``flake8+GM`` at most 1.3x
 ``flake8 E,F,W``).
@@ -49,11 +50,35 @@ def bare_flake8() -> Path:
     return executable
 
 
+def flake8_at(commit: str) -> Path:
+    """A flake8 whose plugins are the entry points ``commit`` declares (its ``lints/`` comes on PYTHONPATH): the
+    checkout's own install may name an entry point that commit lacks, which flake8 then fails to load."""
+    import tomllib
+
+    sha = subprocess.run(["git", "rev-parse", commit], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    folder = REPO / ".bench" / "venvs" / f"flake8-at-{sha[:12]}"
+    executable = folder / "bin" / "flake8"
+    if not executable.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+        subprocess.run([str(folder / "bin" / "pip"), "install", "-q", "flake8>=7", "pathspec>=0.12"], check=True)
+        declared = tomllib.loads(subprocess.run(["git", "show", f"{sha}:pyproject.toml"], cwd=REPO, check=True,
+                                                capture_output=True, text=True).stdout)
+        points = declared["project"]["entry-points"]["flake8.extension"]
+        site = next((folder / "lib").glob("python3*/site-packages"))
+        info = site / "gradmode_lint_at_commit-0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gradmode-lint-at-commit\nVersion: 0\n")
+        (info / "entry_points.txt").write_text("[flake8.extension]\n" + "".join(
+            f"{name} = {target}\n" for name, target in points.items()))
+    return executable
+
+
 def timed(command: list[str], cwd: Path, env: dict) -> float:
     start = time.perf_counter()
     proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
+    if proc.returncode not in (0, 1) or "Traceback" in proc.stderr or "critical error" in proc.stderr:
         raise SystemExit(f"{' '.join(command[:4])}...: exit {proc.returncode}\n{proc.stderr[-2000:]}")
     return seconds
 
@@ -88,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             caches = Path(scratch) / f"caches-{tool.name}"  # the CLI's and flake8's apart: each sees every edit
             commands[f"cli{suffix}"] = ([sys.executable, "-m", "lints", *chosen, "-q", "--cache-dir",
                                          str(caches / "cli")], tool_env)
-            commands[f"flake8+GM{suffix}"] = ([str(flake8), "--isolated", "--select", "E,F,W,GM", *chosen],
+            its_flake8 = flake8_at(args.before) if suffix else flake8
+            commands[f"flake8+GM{suffix}"] = ([str(its_flake8), "--isolated", "--select", "E,F,W,GM", *chosen],
                                               dict(tool_env, GRADMODE_CACHE_DIR=str(caches / "flake8")))
         commands["flake8 E,F,W"] = ([str(flake8), "--isolated", "--select", "E,F,W", *chosen],
                                     dict(env, PYTHONPATH=str(REPO)))

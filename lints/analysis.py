@@ -13,6 +13,7 @@ from .buffers import Allocation, Buffers
 from .callgraph import CallGraph
 from .gradmodes import ENTRY_STATES, ON, GradModes
 from .kept_buffers import KeptBuffers, kept_buffers_from_json, updates_after
+from .model import ServingMode
 from .once_per_object import OncePerObject
 from .options import Config
 from .phases import Phases
@@ -20,12 +21,6 @@ from .project import Project
 from .regions import INFERENCE, NO_GRAD, Mode, Regions
 from .summary_records import enclosing_withs
 from .symbols import EXTERNAL
-
-
-class ServingMode(NamedTuple):
-    mode: str  # "no_grad" | "inference_mode"
-    source: str  # "config" | "inferred"
-    evidence: str
 
 
 class Switch(NamedTuple):

@@ -18,7 +18,7 @@ from .gitignore import forget as forget_ignore_files
 from .freed_memory import give_back_freed_memory
 from .gc_pause import collector_paused
 from .loose_files import loose_entries, loose_project
-from .model import FileError, Finding, finding_from_dict
+from .model import FileError, Finding, ServingMode, finding_from_dict
 from .module_names import import_root, module_name_for, module_names_for
 from .noqa import without_suppressed
 from .options import Config
@@ -39,7 +39,7 @@ class ProjectRun:
     files: list[str]  # the requested files
     findings: list[Finding]
     errors: list[FileError]
-    serving: object  # analysis.ServingMode
+    serving: ServingMode
     analysis: object = None  # None when the results came from the cache
     # False where some module that may import the files was not analysed (``loose_project``)
     whole_project: bool = True
@@ -365,8 +365,6 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
         if lines is None:
             return None
         shifts[entry.path] = lines
-    from .analysis import ServingMode
-
     serving = ServingMode(*[str(v) for v in last["serving"]])
     moved = carried([finding_from_dict(f) for f in last["findings"]], serving.evidence, shifts)
     if moved is None:
@@ -444,8 +442,6 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     ``MemorySummaries`` reads what it lacks from the folder. ``findings_ready``: called with the run before
     a hit or a carry writes the cache (flake8's background analysis hands the findings to its workers first).
     """
-    from .analysis import ServingMode
-
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
     given_overrides = overrides  # spelt as given (``overrides`` as the project's walk spells the files, below)
     forget_ignore_files()  # a run reads them afresh (the flake8 plugin runs many in one process)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Optional
+from typing import NamedTuple, Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +67,15 @@ class FileError:
 
 
 _SYNTAX_AT = re.compile(r"syntax error at line (\d+), column (?:(\d+)|None)\b")
+
+
+class ServingMode(NamedTuple):
+    """The grad mode serving runs under, as a run found it (a carried or cached run reads it back without the
+    analysis)."""
+
+    mode: str  # "no_grad" | "inference_mode"
+    source: str  # "config" | "inferred"
+    evidence: str
 
 
 def fixable_of(fixes: tuple[Fix, ...]) -> str:
