@@ -60,7 +60,7 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
     (``_made_of``), whose module names stand where the files are the same, named from the same folders."""
     if walked is None:
         walked = project_walk(root, config)
-    files = [os.path.normpath(f) for f in walked]
+    files = list(walked)  # a walk of folders spells each file as normpath does (``discover``)
     # Named files the walk skipped (outside the root, or under an excluded folder: exclude applies
     # to what a walk finds, as in ruff) join the project. One the walk found keeps its spelling,
     # unless its text is given: overrides are looked up by the spelling they were given in.
@@ -99,6 +99,11 @@ def _named_from(root: str) -> list[str]:
     return [os.getcwd(), import_root(root)]
 
 
+# a package's file, as ``module_name_for`` tells it (Windows spells paths with either separator)
+_PACKAGE_ENDS = tuple(sep + name for sep in dict.fromkeys([os.sep, os.altsep or os.sep])
+                      for name in ("__init__.py", "__init__"))
+
+
 def _last_modules(files: list[str], root: str, last: Optional[dict]) -> Optional[list[tuple[str, bool]]]:
     """(module, is package) of each of ``files`` as the last results named them, where they named these very files
     from the same folders (``module_names_for``: 8 ms of a carry on sglang); None otherwise."""
@@ -109,7 +114,7 @@ def _last_modules(files: list[str], root: str, last: Optional[dict]) -> Optional
     for path, entry in zip(files, named):
         if not (isinstance(entry, list) and len(entry) == 3 and entry[0] == path and isinstance(entry[1], str)):
             return None
-        modules.append((entry[1], os.path.basename(path) in ("__init__.py", "__init__")))
+        modules.append((entry[1], path.endswith(_PACKAGE_ENDS) or path in ("__init__.py", "__init__")))
     return modules
 
 
