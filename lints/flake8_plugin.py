@@ -12,9 +12,11 @@ included; ``--gradmode-*`` options override it. flake8 applies ``# noqa`` and
 an unknown code in it is reported as GM001 on each file of that project.
 
 With several flake8 workers, each would otherwise run the whole analysis on its own, one core
-each. Instead the main process starts one analysis per project (``python -m lints.flake8_plugin``,
-on every core) as soon as the options are parsed, holding a lock on a file in the cache folder;
-a worker waits on that lock, then reads the result from the cache.
+each. Instead the main process starts one analysis per project (a fork of it on Linux, else
+``python -m lints.flake8_plugin``) as soon as the options are parsed, holding a lock on a file in the
+cache folder, and the analysis writes its findings beside it. A worker's file checked before they
+are written has them reported from its last logical line (entry point ``GM0``, ``report_deferred``),
+so flake8's own checks of it run meanwhile; a later file waits for them.
 """
 from __future__ import annotations
 
