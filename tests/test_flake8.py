@@ -226,7 +226,8 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forked analysis is Linux's")
+@pytest.mark.skipif(not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
+                    reason="the forked analysis is Linux's, and runs beside flake8's workers only on 2 cores or more")
 def test_findings_deferred_while_the_background_analysis_runs_are_reported_from_the_last_logical_line(tmp_path):
     """A worker's first file is checked by flake8 while the analysis runs; its findings come from its last logical
     line (here a statement over three lines, then a comment), at their own lines, ``# noqa`` applied: the same
