@@ -17,8 +17,8 @@ and times on those files, in turn:
 
 With ``--before COMMIT``, ``cli`` and ``flake8+GM`` also run with ``lints/`` of that commit (``git archive``) on
 PYTHONPATH, in the same rounds; its flake8 is one whose plugins are that commit's entry points
-(``.bench/venvs/flake8-at-SHA``, made with pip on the first run). Each command has a cache folder of its own (shared, the CLI's run would leave
-flake8 nothing to do). Prints each command's median wall seconds and its
+(``.bench/venvs/flake8-at-SHA``, made with pip on the first run). Each command has a cache folder of its own
+(shared, the CLI's run would leave flake8 nothing to do). Prints each command's median wall seconds and its
 ratio to bare flake8 (issue 33's targets: the CLI at most 1.5x bare flake8; ``flake8+GM`` at most 1.3x
 ``flake8 E,F,W``).
 """

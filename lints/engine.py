@@ -258,7 +258,8 @@ def _kept_project_words(cache: SummaryCache, made_of: dict) -> Optional[tuple[st
     if not isinstance(named, dict) or not isinstance(named.get("id"), str) or not isinstance(named.get("added"), str):
         return None
     added = named["added"]
-    kept = cache.project_words(named["id"]) if added.startswith(" ") and added.endswith(" ") else None  # spaced too
+    # the added names between spaces, as the kept words are: `` name `` is sought in both
+    kept = cache.project_words(named["id"]) if added.startswith(" ") and added.endswith(" ") else None
     return (named["id"], kept, added) if kept is not None else None
 
 
@@ -267,9 +268,9 @@ def _project_words(cache: SummaryCache, entries: list[ProjectFile], summarised: 
     """At least every identifier of the project's rows as saved (``SummaryCache.row_identifiers``), so that a carry
     finds a name no row holds without reading any row (sglang: 29 ms): (what the results name, ``{"id": ...,
     "added": " "}``; (id, `` a b c ``) to keep beside them where new). The words of the last results with those of
-    the rows that changed since (a row of the same path and key is the same summary); every row's where there are
-    none, or many rows changed. A superset: a word of a row since changed or gone stays until then, and only makes a
-    carry read the rows. (None, None) where a row cannot be read."""
+    the rows that changed since (a row of the same path, module name and key is the same summary); every row's where
+    there are none, or many rows changed. A superset: a word of a row since changed or gone stays until then, and only
+    makes a carry read the rows. (None, None) where a row cannot be read."""
     made_of = before.get("made_of") if isinstance(before, dict) else None
     kept = _kept_project_words(cache, made_of) if isinstance(made_of, dict) and made_of.get("base") == base else None
     files = made_of.get("files") if kept is not None else None
@@ -277,7 +278,8 @@ def _project_words(cache: SummaryCache, entries: list[ProjectFile], summarised: 
     if kept is not None and isinstance(files, list):
         # a row of the same path, module name and key is the same summary (a moved import root renames modules)
         unchanged = {tuple(f) for f in files if isinstance(f, list) and len(f) == 3}
-        changed = {e.path: e.key for e in entries if (e.path, e.module, e.key) not in unchanged and e.path in summarised}
+        changed = {e.path: e.key for e in entries
+                   if (e.path, e.module, e.key) not in unchanged and e.path in summarised}
         if len(changed) < BULK_SUMMARIES:
             found = cache.row_identifiers(changed) if changed else set()
     if found is not None:
@@ -314,10 +316,10 @@ BULK_SUMMARIES = 256
 
 def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Config, max_bytes: int,
                    overrides: dict[str, str]
-                   ) -> Optional[tuple[list[Finding], dict[str, FileError], tuple, list[str], Optional[str]]]:
-    """The last run's (findings, errors, serving mode, library words, project words), carried to the new places where the
-    files changed since only moved code or bound unmentioned constants (``lints.shifts``); None where
-    anything else changed."""
+                   ) -> Optional[tuple[list[Finding], dict[str, FileError], tuple, list[str], Optional[dict]]]:
+    """The last run's (findings, errors, serving mode, library words, what the results name of the project's words
+    (``_project_words``)), carried to the new places where the files changed since only moved code or bound
+    unmentioned constants (``lints.shifts``); None where anything else changed."""
     from .shifts import carried, line_shift, mentioned_elsewhere_by, rebound_constants
 
     last = cache.last_results()
@@ -567,7 +569,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                     entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
         serving = analysis.serving
         if keep_results:
-            named, kept = _project_words(cache, entries, summaries, cache.last_results(), _digest(config, [], max_bytes))
+            named, kept = _project_words(cache, entries, summaries, cache.last_results(),
+                                         _digest(config, [], max_bytes))
             cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving,
                                _made_of(config, root, entries, max_bytes, library_words(library), named), kept)
     try:  # a hit's or a carry's writes run whatever happens below, once ``findings_ready`` has the findings

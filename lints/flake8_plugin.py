@@ -473,8 +473,9 @@ def _open_lock(path: str, flags: int) -> int:
 def _forked_prefetch(root: str, config: Config, results: str, token: str, lock_fd: int) -> bool:
     """The background analysis in a fork of this flake8 process, where that is safe (Linux, one thread: flake8
     has started no worker yet): it has the interpreter and flake8's modules loaded already, which a new one took
-    about 0.08 s to do on each run (it imports the engine itself, after the fork). Its standard streams are /dev/null and it keeps no file of ours but the
-    lock (pre-commit reads flake8's output until every holder of the pipe is gone). Whether it started."""
+    about 0.08 s to do on each run (it imports the engine itself, after the fork). Its standard streams are
+    /dev/null and it keeps no file of ours but the lock (pre-commit reads flake8's output until every holder of the
+    pipe is gone). Whether it started."""
     import sys
     import threading
 

@@ -579,7 +579,8 @@ def _project_words(root) -> str:
     (database,) = (root / ".gradmode_cache").rglob("cache.sqlite3")
     named = cache_fact(database.parent, "results")["made_of"]["project_words"]
     with contextlib.closing(sqlite3.connect(database)) as db:
-        kept_id, _, kept = db.execute("SELECT value FROM facts WHERE name = 'project_words'").fetchone()[0].partition("\n")
+        value = db.execute("SELECT value FROM facts WHERE name = 'project_words'").fetchone()[0]
+    kept_id, _, kept = value.partition("\n")
     assert kept_id == named["id"]
     return kept + named["added"].lstrip()
 
@@ -597,7 +598,8 @@ def test_the_projects_words_let_a_carry_of_a_new_name_read_no_row_and_stay_a_sup
     assert not any(word[0].isdigit() for word in words.split())
     read = []
     original = SummaryCache.rows_mentioning
-    monkeypatch.setattr(SummaryCache, "rows_mentioning", lambda self, names: read.append(names) or original(self, names))
+    monkeypatch.setattr(SummaryCache, "rows_mentioning",
+                        lambda self, names: read.append(names) or original(self, names))
     workspace, runner = root / "engine" / "workspace.py", root / "engine" / "runner.py"
     workspace.write_text(workspace.read_text() + "_nobody_reads_this = 1\n")
     assert _carried_as_fresh(root) and read == []
@@ -657,8 +659,8 @@ def test_another_changed_file_that_binds_the_same_name_is_no_mention_but_one_tha
 def test_the_projects_words_take_a_row_renamed_by_a_moved_import_root(tmp_path):
     """A package above the project appears: every module is renamed (``zzpkg.proj.x``) and its row rewritten under the
     same key. The words must hold the new names (a review found them kept as they were)."""
-    root = write_package(tmp_path / "zzpkg" / "proj", {"pyproject.toml": "", "__init__.py": "",
-                                                       "x.py": "from .y import helper\n", "y.py": "def helper():\n    pass\n"})
+    root = write_package(tmp_path / "zzpkg" / "proj", {
+        "pyproject.toml": "", "__init__.py": "", "x.py": "from .y import helper\n", "y.py": "def helper():\n    pass\n"})
     _lint(root)
     assert " zzpkg " not in _project_words(root)
     (tmp_path / "zzpkg" / "__init__.py").write_text("")
