@@ -22,7 +22,7 @@ import re
 from typing import Callable, Iterable, Optional
 
 from .model import Finding, Fix
-from .summary_cache import encode_json, word_count, words_in
+from .summary_cache import encode_json, word_count
 from .summary_records import CLASS_FIELDS, FUNCTION_FIELDS, MODULE_SCOPE, SUMMARY_FIELDS
 
 NO_COLUMN = -1
@@ -88,16 +88,16 @@ def line_shift(old: dict, new: dict, mentioned_elsewhere: Callable[[str], bool] 
     line, their order kept and every column as it was, leaving out module-level constants bound in
     only one of them where neither summary names them elsewhere and ``mentioned_elsewhere(name)`` (the
     other summaries of the analysis) is false; None otherwise."""
-    unbound = _without_constants(old, new)
+    names = rebound_constants(old, new)
+    unbound = _without_constants(old, new, names)
     if unbound is None:
         return None
-    old, new = unbound[:2]
+    old, new = unbound
     before, after = shape_and_places(old), shape_and_places(new)
     if before is None or after is None or before[0] != after[0]:
         return None
     # a shape holds the summary's words as they are (only numbers are zeroed): a name it holds is mentioned
-    names = sorted(rebound_constants(*unbound[2:]))
-    if names and (mentions(before[0], *names) or any(map(mentioned_elsewhere, names))):
+    if names and (mentions(before[0], *names) or any(map(mentioned_elsewhere, sorted(names)))):
         return None
     lines: dict[int, int] = {}
     for (old_line, old_col), (new_line, new_col) in zip(before[1], after[1]):
@@ -115,22 +115,18 @@ def line_shift(old: dict, new: dict, mentioned_elsewhere: Callable[[str], bool] 
     return lines
 
 
-def _without_constants(old: dict, new: dict) -> Optional[tuple[dict, dict, dict, dict]]:
-    """``old`` and ``new`` without the module-level names in the "locals" of only one of them (then ``old`` and
-    ``new`` as given), for ``line_shift`` to look for other mentions of them in what is left; None where one is no
-    name a carry may leave out. A mention is the name as a word anywhere in a summary's JSON (a part of a path, of a
-    dotted name, of a string: more than a read, never less); the name is an ASCII identifier, which JSON writes as it
-    is."""
-    names = rebound_constants(old, new)
+def _without_constants(old: dict, new: dict, names: set[str]) -> Optional[tuple[dict, dict]]:
+    """``old`` and ``new`` without ``names`` (``rebound_constants``) in their module scope's "locals", for
+    ``line_shift`` to look for other mentions of them in what is left; None where one is no name a carry may leave
+    out. A mention is the name as a word anywhere in a summary's JSON (a part of a path, of a dotted name, of a
+    string: more than a read, never less); the name is an ASCII identifier, which JSON writes as it is."""
     if not names:
-        return old, new, old, new
+        return old, new
     if not all(isinstance(name, str) and name.isascii() and name.isidentifier()
                and not (name.startswith("__") and name.endswith("__")) for name in names):
         return None  # a dunder (``__all__``, ``__getattr__``) is a name the analysis may ask for itself
-    unbound = [_unbound(summary, names) for summary in (old, new)]
-    if unbound[0] is None or unbound[1] is None:
-        return None
-    return unbound[0], unbound[1], old, new
+    unbound_old, unbound_new = _unbound(old, names), _unbound(new, names)
+    return (unbound_old, unbound_new) if unbound_old is not None and unbound_new is not None else None
 
 
 def _module_scope(summary: dict) -> Optional[dict]:
@@ -194,9 +190,9 @@ def mentioned_elsewhere_by(library_words: Iterable[str], changed: dict[str, tupl
 
 
 def mentions(text: str, *names: str) -> bool:
-    """Whether the JSON ``text`` holds one of the identifiers ``names`` as a word (``words_in``, taken once):
-    ``_edit`` is not in ``post_edit_steps``."""
-    return any(name in text for name in names) and not words_in(text).isdisjoint(names)
+    """Whether the JSON ``text`` holds one of the identifiers ``names`` as a word (``word_count``): ``_edit`` is not
+    in ``post_edit_steps``."""
+    return any(word_count(text, name) for name in names)
 
 
 class _Unmoved(Exception):

@@ -285,7 +285,7 @@ class SummaryCache:
         """The words (``row_words``: identifiers, as ``rows_mentioning`` is asked for them) of the rows
         of ``keys`` (path -> key) as saved; None where one is missing or of another key (a run writing beside this one),
         has words that are not text, or memory holds the rows (``MemorySummaries``: no words are kept there)."""
-        if self.folder is None or type(self) is not SummaryCache or not self.readable():
+        if self.folder is None or not self.readable():
             return None
         wanted = {self._row_path(path): key for path, key in keys.items()}
         db = self._connection()

@@ -666,3 +666,38 @@ def test_the_projects_words_take_a_row_renamed_by_a_moved_import_root(tmp_path):
     (tmp_path / "zzpkg" / "__init__.py").write_text("")
     assert _lint(root).analysis is not None
     assert " zzpkg " in _project_words(root)
+
+
+@pytest.mark.parametrize("garble", ["blob", "no_newline", "other_id", "unspaced", "added_not_text", "named_not_dict"])
+def test_the_projects_words_of_another_shape_make_a_carry_read_the_rows(tmp_path, monkeypatch, garble):
+    """Words kept or named otherwise than a run writes them (a checkout's to plant, a garbled file): a carry reads the
+    rows as before, and gives what a fresh analysis gives."""
+    import contextlib
+    import sqlite3
+
+    from lints.summary_cache import SummaryCache
+
+    root = write_package(tmp_path / "repo", REVERSE)
+    _lint(root)
+    (database,) = (root / ".gradmode_cache").rglob("cache.sqlite3")
+    results = cache_fact(database.parent, "results")
+    named = results["made_of"]["project_words"]
+    with contextlib.closing(sqlite3.connect(database)) as db, db:
+        if garble == "blob":
+            db.execute("UPDATE facts SET value = x'00ff' WHERE name = 'project_words'")
+        elif garble == "no_newline":
+            db.execute("UPDATE facts SET value = ' main ' WHERE name = 'project_words'")
+        elif garble == "other_id":
+            db.execute("UPDATE facts SET value = 'feedface\n main ' WHERE name = 'project_words'")
+        elif garble == "unspaced":
+            db.execute("UPDATE facts SET value = ? WHERE name = 'project_words'", (named["id"] + "\nmain",))
+    if garble in ("added_not_text", "named_not_dict"):
+        results["made_of"]["project_words"] = {**named, "added": 5} if garble == "added_not_text" else [named["id"]]
+        write_cache_fact(database.parent, "results", results)
+    read = []
+    original = SummaryCache.rows_mentioning
+    monkeypatch.setattr(SummaryCache, "rows_mentioning",
+                        lambda self, names: read.append(names) or original(self, names))
+    workspace = root / "engine" / "workspace.py"
+    workspace.write_text(workspace.read_text() + "_nobody_reads_this = 1\n")
+    assert _carried_as_fresh(root) and read == [["_nobody_reads_this"]]
