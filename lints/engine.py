@@ -20,7 +20,6 @@ from .gc_pause import collector_paused
 from .loose_files import loose_entries, loose_project
 from .model import FileError, Finding, ServingMode, finding_from_dict
 from .module_names import import_root, module_name_for, module_names_for
-from .noqa import without_suppressed
 from .options import Config
 from .project_roots import ProjectLocator, excluded_from_here, is_own_project, package_only, root_spelling
 from .sources import MAX_FILE_BYTES, read_source, text_reader
@@ -231,7 +230,7 @@ def run_rules(analysis, config: Config, wanted: Optional[set[str]] = None) -> li
 def _digest(config: Config, entries: list[ProjectFile], max_bytes: int) -> str:
     h = hashlib.sha256(f"{CACHE_FORMAT}|{config.fingerprint()}|{max_bytes}".encode())
     if config.libraries:  # a library installed, upgraded or removed changes the analysis
-        from .libraries import environment_key
+        from .site_packages import environment_key
 
         h.update(f"|{environment_key(_site_folders(config))}".encode())
     for entry in entries:
@@ -402,7 +401,7 @@ def _summarise_and_analyse(entries: list[ProjectFile], config: Config, jobs: int
 
 
 def _site_folders(config: Config) -> list[str]:
-    from .libraries import site_folders
+    from .site_packages import site_folders
 
     python = config.python
     if python and not os.path.isabs(python):  # as written in [tool.gradmode]: from its folder
@@ -592,6 +591,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                     if isinstance(source, FileError):
                         errors.append(source)
         if apply_noqa and findings:
+            from .noqa import without_suppressed  # not for flake8, which applies `# noqa` itself
+
             findings = without_suppressed(findings, text_reader(given_overrides))
         errors.sort(key=lambda e: e.path)
         run = ProjectRun(root, requested, findings, errors, serving, analysis, whole_project=whole,

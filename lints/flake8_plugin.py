@@ -146,7 +146,6 @@ class GradModeChecker:
         import dataclasses
         import hashlib
         import json
-        import secrets
         import subprocess
         import sys
 
@@ -177,7 +176,7 @@ class GradModeChecker:
                 continue  # the worker reports it, or analyses on its own
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another flake8 on this project: not twice
-                token = secrets.token_hex(16)
+                token = os.urandom(16).hex()
                 spelt = cls._spelt(root)
                 if not _forked_prefetch(spelt, config, results, token, fd):
                     subprocess.Popen([sys.executable, "-m", "lints.flake8_plugin", spelt,
@@ -475,27 +474,46 @@ def _forked_prefetch(root: str, config: Config, results: str, token: str, lock_f
     has started no worker yet): it has the interpreter and flake8's modules loaded already, which a new one took
     about 0.08 s to do on each run (it imports the engine itself, after the fork). Its standard streams are
     /dev/null and it keeps no file of ours but the lock (pre-commit reads flake8's output until every holder of the
-    pipe is gone). Whether it started."""
+    pipe is gone). It is no child of flake8's: a child forks it and ends at once, and is reaped later
+    (``_reap_forks``), since waiting for it cost flake8 3-4 ms before its workers start. Whether it started."""
     import sys
     import threading
 
     if not sys.platform.startswith("linux") or threading.active_count() != 1:
         return False
+    _reap_forks(wait=False)
     try:
         pid = os.fork()
     except OSError:
         return False
     if pid:
-        try:
-            os.waitpid(pid, 0)  # it ends at once: no zombie of ours is left in flake8
-        except ChildProcessError:
-            pass
+        if not _forks:
+            import atexit
+
+            atexit.register(_reap_forks)
+        _forks.append(pid)
         return True
     try:  # the child: forks the analysis and ends, never returning to flake8
         if os.fork() == 0:
             _analyse_in_background(root, config, results, token, lock_fd)
     finally:
         os._exit(0)
+
+
+# The children ``_forked_prefetch`` forked, each ending once it has forked its analysis: not yet reaped.
+_forks: list[int] = []
+
+
+def _reap_forks(wait: bool = True) -> None:
+    """Reap the children ``_forked_prefetch`` left (``wait``: those still running too; they end at once), so that no
+    zombie of ours outlives the run."""
+    for pid in list(_forks):
+        try:
+            ended, _ = os.waitpid(pid, 0 if wait else os.WNOHANG)
+        except ChildProcessError:  # not ours to reap (a worker of flake8's, forked with the list)
+            ended = pid
+        if ended:
+            _forks.remove(pid)
 
 
 def _analyse_in_background(root: str, config: Config, results: str, token: str, lock_fd: int) -> NoReturn:
@@ -510,7 +528,8 @@ def _analyse_in_background(root: str, config: Config, results: str, token: str, 
             os.dup2(null, stream)
         os.closerange(3, lock)
         os.closerange(lock + 1, _MAX_FD)
-        status = _prefetch(root, config, results, token)
+        # once the workers have the findings, the cache writes yield the cores to them
+        status = _prefetch(root, config, results, token, then=lambda: os.nice(19))
     finally:
         os._exit(status)  # no atexit handler of flake8's, no flushing of its buffered output
 
@@ -519,19 +538,21 @@ def _analyse_in_background(root: str, config: Config, results: str, token: str, 
 _MAX_FD = (1 << 31) - 1
 
 
-def _prefetch_main(root: str, config_json: str, results: str, token: str) -> int:
+def _prefetch_main(root: str, config_json: str, results: str, token: str,
+                   then: Callable[[], object] = lambda: None) -> int:
     """``python -m lints.flake8_plugin ROOT CONFIG_JSON RESULTS TOKEN``: ``_prefetch`` in a process of its own."""
     import json
 
     data = json.loads(config_json)
     data["per_file_ignores"] = tuple((glob, tuple(codes)) for glob, codes in data.get("per_file_ignores", ()))
     return _prefetch(root, Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}),
-                     results, token)
+                     results, token, then)
 
 
-def _prefetch(root: str, config: Config, results: str, token: str) -> int:
+def _prefetch(root: str, config: Config, results: str, token: str, then: Callable[[], object] = lambda: None) -> int:
     """The background analysis of one project: fills the cache, and writes its findings with ``token``
-    to ``results`` for the workers (a worker then need not walk the project again to find them)."""
+    to ``results`` for the workers (a worker then need not walk the project again to find them); ``then``: called
+    once they are written."""
     import tempfile
 
     from .engine import lint_project
@@ -551,6 +572,7 @@ def _prefetch(root: str, config: Config, results: str, token: str) -> int:
         except BaseException:
             os.unlink(temporary)
             raise
+        then()
 
     lint_project([root], config, jobs=default_jobs(), cache_dir=default_cache_dir(), apply_noqa=False,
                  findings_ready=write_findings)
@@ -584,4 +606,4 @@ def _prefetched(results: str, token: str) -> Optional[dict[str, list]]:
 if __name__ == "__main__":
     import sys
 
-    sys.exit(_prefetch_main(*sys.argv[1:5]))
+    sys.exit(_prefetch_main(*sys.argv[1:5], then=lambda: os.nice(19)))

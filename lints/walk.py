@@ -81,7 +81,8 @@ def discover(paths: Sequence[str], exclude: Iterable[str], stop_at: Optional[Sto
             for folder in walked:
                 root = os.path.normpath(folder.root)
                 root = "" if root == os.curdir else root  # `a.py`, not `./a.py`
-                files += [os.path.join(root, name) for name in folder.files]
+                prefix = os.path.join(root, "")  # what ``os.path.join(root, name)`` puts before each name
+                files += [prefix + name for name in folder.files]
                 for name in folder.unusual:
                     full = os.path.join(root, name)
                     if is_regular_file(full) is False:  # a FIFO would block the run; a broken link

@@ -149,9 +149,9 @@ import fcntl, os, sys, time
 from lints import flake8_plugin
 from lints.options import Config
 
-def slow_prefetch(*args):
+def slow_prefetch(*args, **kwargs):
     time.sleep(2)
-    return prefetch(*args)
+    return prefetch(*args, **kwargs)
 
 prefetch, flake8_plugin._prefetch = flake8_plugin._prefetch, slow_prefetch
 os.close(0)  # flake8 started without stdin: the lock takes descriptor 0, which the analysis points at /dev/null
@@ -165,6 +165,7 @@ started = flake8_plugin._forked_prefetch("pkg", Config(), "found.json", "t" * 32
 os.dup2(kept_stdout, 1)
 os.close(write_end)
 os.close(lock)
+flake8_plugin._reap_forks()  # as at flake8's exit: the child that forked the analysis has ended
 try:
     os.waitpid(-1, os.WNOHANG)
     zombie = True
@@ -189,7 +190,7 @@ print(started, ended < 1, held, zombie, sorted(os.path.relpath(p) for p in found
 def test_the_forked_background_analysis_keeps_the_lock_and_no_pipe_of_flake8s(tmp_path):
     """pre-commit reads flake8's output to its end: a background analysis holding that pipe would make it wait. The
     lock stays held (even on a standard stream's descriptor) until the analysis is done, and no child is left for
-    flake8 to reap."""
+    flake8 to reap once the one that forked it is reaped (at exit)."""
     write_package(tmp_path, PACKAGE)
     env = dict(os.environ, PYTHONPATH=str(ROOT), GRADMODE_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run([sys.executable, "-c", _FORKED_PREFETCH], cwd=tmp_path, env=env, capture_output=True,
@@ -204,9 +205,9 @@ _DEFERRED_REPORTS = """
 import functools, sys, time
 from lints import flake8_plugin
 
-def slow_prefetch(*args):
+def slow_prefetch(*args, **kwargs):
     time.sleep(1.5)  # each worker's first file is checked before the findings are known
-    return prefetch(*args)
+    return prefetch(*args, **kwargs)
 
 prefetch, flake8_plugin._prefetch = flake8_plugin._prefetch, slow_prefetch
 reported = flake8_plugin.report_deferred
