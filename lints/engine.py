@@ -26,7 +26,7 @@ from .sources import MAX_FILE_BYTES, read_source, text_reader
 from .summary_cache import CACHE_FORMAT, MemorySummaries, SummaryCache, decoded_json, encode_json, words_in
 from .summary_jobs import ProjectFile, collect_summaries, content_key, text_key
 from .summary_records import forget_shared_objects
-from .walk import discover, excluded_below
+from .walk import WALKS_FILE, discover, excluded_below, walks_kept_in
 from .warn import warn
 
 
@@ -451,19 +451,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     overrides = {os.path.normpath(k): v for k, v in (overrides or {}).items()}
     given_overrides = overrides  # spelt as given (``overrides`` as the project's walk spells the files, below)
     forget_ignore_files()  # a run reads them afresh (the flake8 plugin runs many in one process)
-    given = [p for p in paths if os.path.normpath(p) not in overrides]
-    requested, errors = discover(given, config.exclude, stop_at=is_own_project, anchor=config.root,
-                                 respect_gitignore=config.respect_gitignore)
-    walked = requested  # the project's own walk, where the one folder given is its root (below)
-    requested = [os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested]
-    if len(given) + len(overrides) > 1:  # one walk spells each file once
-        requested = _distinct(requested)
     locator = ProjectLocator()
-    if config.force_exclude:  # a path given that exclude matches (it, or a folder above it) is left out too,
-        # and all of a project with its own settings that the project around excludes
-        requested = [] if requested and excluded_from_here(requested[0], locator) else [
-            p for p in requested if not excluded_below(p, config.root or os.curdir, config.exclude, config.root,
-                                                       respect_gitignore=False)]
     found, in_project = locator.locate(paths[0] if paths else ".")
     loose, whole, members = False, True, None
     if not alone and paths and (not in_project or package_only(found)):
@@ -486,39 +474,55 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
         SummaryCache(folder, root) if use_cache and folder is not None else None
     if isinstance(cache, MemorySummaries) and folder is not None:
         cache.read_beside(folder, root)  # what the CLI and the hooks left there, read and never written
-    if loose:
-        # a package is one unit
-        whole_packages = discover(sorted(packages), config.exclude, stop_at=is_own_project,
-                                  respect_gitignore=config.respect_gitignore,
-                                  anchor=config.root)[0] if packages else []
-        members, whole = loose_project(_distinct(requested + [os.path.normpath(p) for p in whole_packages]),
-                                       os.path.abspath(found), overrides, max_bytes)
-        entries = loose_entries(members, os.path.abspath(found), overrides, max_bytes)
-    elif alone:
-        base = import_root(os.path.dirname(os.path.abspath(requested[0])) if requested else root)
-        entries = [ProjectFile(p, *module_name_for(p, base), text_key(p, overrides[p], max_bytes)
-                               if p in overrides else "") for p in requested]
-    else:
-        top = os.path.abspath(root)
-        same_walk = len(given) == 1 and not errors and os.path.abspath(given[0]) == top
-        if same_walk and os.path.normpath(given[0]) != root:  # the root given spelt otherwise (absolute)
-            walked = [_respelt_below(os.path.normpath(p), root, top) for p in walked]
-        # an editor's buffer of a file below the root, and a file given that the walk skips, spelt as a walk from
-        # the root spells them
-        overrides = {_respelt_below(p, root, top): text for p, text in overrides.items()}
-        # the root's own walk names every file but a buffer's the walk skips (the language server's every run: not
-        # its 4,719 files respelt again on sglang)
-        extra = list(overrides) if same_walk else [_respelt_below(p, root, top) for p in requested]
-        if not same_walk:
-            walked = project_walk(root, config)
-        read_keys = cache is not None and not cache.is_empty()
-        stats = file_stats([*walked, *extra]) if read_keys else None
-        if cache is not None and cache.reads_a_file():  # before its stamps are read (``known_keys``)
-            cache.limit_to_sources(_source_bytes([*walked, *extra], overrides, stats))
-        last = cache.last_results() if read_keys else None
-        entries = project_files(root, config, extra, overrides, read_keys=read_keys, max_bytes=max_bytes,
-                                known_keys=cache.known_keys() if cache is not None else None, walked=walked,
-                                stats=stats, last=last.get("made_of") if isinstance(last, dict) else None)
+    # a walk kept by an earlier run stands where its folders are as they were (not the language server's: it keeps
+    # its own in memory)
+    kept_walks = str(folder / WALKS_FILE) if use_cache and folder is not None and summary_cache is None else None
+    with walks_kept_in(kept_walks):
+        given = [p for p in paths if os.path.normpath(p) not in overrides]
+        requested, errors = discover(given, config.exclude, stop_at=is_own_project, anchor=config.root,
+                                     respect_gitignore=config.respect_gitignore)
+        walked = requested  # the project's own walk, where the one folder given is its root (below)
+        requested = [os.path.normpath(p) for p in requested] + [p for p in overrides if p not in requested]
+        if len(given) + len(overrides) > 1:  # one walk spells each file once
+            requested = _distinct(requested)
+        if config.force_exclude:  # a path given that exclude matches (it, or a folder above it) is left out too,
+            # and all of a project with its own settings that the project around excludes
+            requested = [] if requested and excluded_from_here(requested[0], locator) else [
+                p for p in requested if not excluded_below(p, config.root or os.curdir, config.exclude, config.root,
+                                                           respect_gitignore=False)]
+        if loose:
+            # a package is one unit
+            whole_packages = discover(sorted(packages), config.exclude, stop_at=is_own_project,
+                                      respect_gitignore=config.respect_gitignore,
+                                      anchor=config.root)[0] if packages else []
+            members, whole = loose_project(_distinct(requested + [os.path.normpath(p) for p in whole_packages]),
+                                           os.path.abspath(found), overrides, max_bytes)
+            entries = loose_entries(members, os.path.abspath(found), overrides, max_bytes)
+        elif alone:
+            base = import_root(os.path.dirname(os.path.abspath(requested[0])) if requested else root)
+            entries = [ProjectFile(p, *module_name_for(p, base), text_key(p, overrides[p], max_bytes)
+                                   if p in overrides else "") for p in requested]
+        else:
+            top = os.path.abspath(root)
+            same_walk = len(given) == 1 and not errors and os.path.abspath(given[0]) == top
+            if same_walk and os.path.normpath(given[0]) != root:  # the root given spelt otherwise (absolute)
+                walked = [_respelt_below(os.path.normpath(p), root, top) for p in walked]
+            # an editor's buffer of a file below the root, and a file given that the walk skips, spelt as a walk from
+            # the root spells them
+            overrides = {_respelt_below(p, root, top): text for p, text in overrides.items()}
+            # the root's own walk names every file but a buffer's the walk skips (the language server's every run: not
+            # its 4,719 files respelt again on sglang)
+            extra = list(overrides) if same_walk else [_respelt_below(p, root, top) for p in requested]
+            if not same_walk:
+                walked = project_walk(root, config)
+            read_keys = cache is not None and not cache.is_empty()
+            stats = file_stats([*walked, *extra]) if read_keys else None
+            if cache is not None and cache.reads_a_file():  # before its stamps are read (``known_keys``)
+                cache.limit_to_sources(_source_bytes([*walked, *extra], overrides, stats))
+            last = cache.last_results() if read_keys else None
+            entries = project_files(root, config, extra, overrides, read_keys=read_keys, max_bytes=max_bytes,
+                                    known_keys=cache.known_keys() if cache is not None else None, walked=walked,
+                                    stats=stats, last=last.get("made_of") if isinstance(last, dict) else None)
     # results are saved with summaries: without any, they cannot be a hit
     if not entries:  # nothing to keep: no cache folder is made (a workspace above its checkouts has none)
         cache = None

@@ -155,15 +155,19 @@ def settled(mtime_ns: int, ctime_ns: int) -> bool:
     return max(mtime_ns, ctime_ns) < time.time_ns() - RACY_NANOSECONDS
 
 
-def _stamps(folders: Iterable[str]) -> Optional[tuple]:
+def _stamps(folders: Sequence[str], above: int = 0) -> Optional[tuple]:
     """The stamps of ``folders`` and of their deciding files (None for one absent); None where any is too
-    recent to be trusted or cannot be read."""
-    stamps = []
-    for folder in folders:
+    recent to be trusted or cannot be read. The last ``above`` folders are above the walk: only their deciding files
+    count (a home folder's or ``/tmp``'s times move all day), so their own stamps are None."""
+    stamps: list[Optional[tuple]] = []
+    for index, folder in enumerate(folders):
         for path in (folder, *(os.path.join(folder, name) for name in _DECIDING)):
+            if path is folder and index >= len(folders) - above:
+                stamps.append(None)
+                continue
             try:
                 st = os.lstat(path)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # `.git` a file (a worktree's): no info/exclude
                 stamps.append(None)
                 continue
             except OSError:
@@ -172,6 +176,154 @@ def _stamps(folders: Iterable[str]) -> Optional[tuple]:
                 return None
             stamps.append((st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size, st.st_mode))
     return tuple(stamps)
+
+
+def _unchanged(folders: list[str], stamps: tuple, above: int = 0) -> bool:
+    """Whether ``_stamps(folders, above)`` would still be ``stamps`` (each of which was settled when taken), looking
+    only at what can change unseen: each folder walked, and each deciding file it held (one created since would have
+    changed its folder's times; ``.git/info/exclude`` wherever ``.git`` was); in a folder above the walk, each deciding
+    file."""
+    width = len(_DECIDING_STAMPS)
+    if len(stamps) != len(folders) * width:
+        return False
+    for index, folder in enumerate(folders):
+        held = stamps[index * width:(index + 1) * width]
+        looks = (False, True, True, True, True) if index >= len(folders) - above else (
+            True, held[1], held[2], held[2], held[4])
+        for path, was, look in zip(_DECIDING_STAMPS, held, looks):
+            if not look:
+                continue
+            try:
+                st = os.lstat(os.path.join(folder, path) if path else folder)
+            except (FileNotFoundError, NotADirectoryError):
+                if was is not None:
+                    return False
+                continue
+            except OSError:
+                return False
+            if was != (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size, st.st_mode):
+                return False
+    return True
+
+
+# what ``_stamps`` takes of each folder, in its order: the folder itself, then its deciding files
+_DECIDING_STAMPS = ("", *_DECIDING)
+
+
+def _named(stop_at: Optional[StopAt]) -> object:
+    """How a walk's key names ``stop_at``: a function of a module by its module and name (as a walk kept in a file
+    names it), anything else as itself."""
+    qualname = getattr(stop_at, "__qualname__", "")
+    module = getattr(stop_at, "__module__", None)
+    if isinstance(module, str) and qualname and "<" not in qualname and "." not in qualname:
+        return f"{module}:{qualname}"
+    return stop_at
+
+
+# The walks kept between runs, in the project's cache folder (``walks_kept_in``).
+WALKS_FILE = "walks.json"
+_WALKS_FORMAT = "gradmode-walks/1"
+_MAX_WALKS_BYTES = 64 << 20
+
+
+@contextlib.contextmanager
+def walks_kept_in(path: Optional[str]) -> Iterator[None]:
+    """Within this block a walk is taken from those an earlier run kept in ``path`` while every folder it listed is
+    as it was (``walks_remembered``: 2 ms on sglang's 481 folders, where walking them took 15), and the block's
+    walks are kept there after it. Nothing is read or kept where ``path`` is None or a memo is in use already (the
+    language server's). ``path`` is the project's to plant: it is read as JSON of one shape only, and a walk it
+    holds stands only where each folder it lists, and the folders above, have the times, inode and mode it says."""
+    if path is None or _remembered is not None:
+        yield
+        return
+    memo = _read_walks(path)
+    kept = dict(memo)
+    with walks_remembered(memo):
+        yield
+    if _kept_apart(memo).keys() != kept.keys() or any(memo[key] is not kept[key] for key in kept):
+        _write_walks(path, memo)
+
+
+def _kept_apart(memo: dict) -> dict:
+    """The walks of ``memo`` a file can keep: those whose key names everything by text (``_named``)."""
+    return {key: value for key, value in memo.items() if key[0] != "discover" and isinstance(key[3], (str, type(None)))}
+
+
+def _read_walks(path: str) -> dict:
+    import json
+
+    from .sources import read_regular_bytes
+
+    try:
+        data = json.loads(read_regular_bytes(path, _MAX_WALKS_BYTES, follow_links=False))
+        if not (isinstance(data, dict) and data.get("format") == _WALKS_FORMAT and isinstance(data.get("walks"), list)):
+            return {}
+        memo = {}
+        for key, seen, stamps, walked, stopped, unlisted in data["walks"]:
+            top, folder, exclude, stop_at, anchor, respect = key
+            listings = [FolderListing(root, files, unusual) for root, files, unusual in walked]
+            names = [name for listed in listings for name in (*listed.files, *listed.unusual)]
+            roots = [listed.root for listed in listings]
+            # every text a text; each name a name; each folder walked the folder the walk began at, or one below it
+            # (``_folder_below``), each of which the stamps are of, then the folders above
+            "".join([top, folder, *exclude, stop_at or "", anchor, *seen, *stopped, *unlisted, *roots])  # TypeError
+            if not (isinstance(respect, bool) and os.path.isabs(top) and os.path.abspath(folder) == top
+                    and all(_is_stamp(stamp) for stamp in stamps) and _are_names(names)
+                    and seen == [_folder_below(top, folder, root) for root in roots]
+                    + [os.path.abspath(r) for r in stopped] + unlisted + _above(top)):
+                return {}
+            stamps = tuple(tuple(stamp) if stamp is not None else None for stamp in stamps)
+            memo[(top, folder, tuple(exclude), stop_at, anchor, respect)] = ((seen, stamps), (listings, stopped))
+        return memo
+    except (OSError, ValueError, TypeError, RecursionError, MemoryError):  # absent, or of another shape
+        return {}
+
+
+def _is_stamp(stamp: object) -> bool:
+    return stamp is None or (isinstance(stamp, list) and len(stamp) == 5 and all(type(n) is int for n in stamp))
+
+
+def _are_names(names: list[str]) -> bool:
+    """Whether each of ``names`` (texts) names an entry of a folder: no separator in it, nor ``.`` or ``..``."""
+    joined = "\0".join(names)
+    return {"", os.curdir, os.pardir}.isdisjoint(names) and os.sep not in joined and (
+        os.altsep is None or os.altsep not in joined)
+
+
+def _folder_below(top: str, folder: str, root: str) -> str:
+    """The absolute path of ``root``, a folder a walk from ``folder`` (absolute: ``top``) listed, spelt by joining
+    names to ``folder``; ValueError for any other."""
+    if root == folder:
+        return top
+    below = root[len(folder):] if root.startswith(folder) else ""
+    below = below[1:] if below[:1] == os.sep and not folder.endswith(os.sep) else below if folder.endswith(os.sep) \
+        else ""
+    if not below or not _are_names(below.split(os.sep)):
+        raise ValueError(f"{root} is no folder below {folder}")
+    return os.path.join(top, below)
+
+
+def _write_walks(path: str, memo: dict) -> None:
+    """The walks of ``memo`` whose key names everything by text (a ``stop_at`` by its name: ``_named``), in a new
+    file renamed over ``path`` (a link there is replaced, not followed)."""
+    import json
+    import tempfile
+
+    walks = [[list(key[:2]) + [list(key[2])] + list(key[3:]), seen, stamps,
+              [list(listed) for listed in walked], stopped,
+              seen[len(walked) + len(stopped):len(seen) - len(_above(key[0]))]]
+             for key, ((seen, stamps), (walked, stopped)) in _kept_apart(memo).items()]
+    try:
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or os.curdir, prefix=".tmp-walks-")
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as handle:  # JSON escapes the rest
+                json.dump({"format": _WALKS_FORMAT, "walks": walks}, handle, separators=(",", ":"))
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except (OSError, ValueError):
+        pass  # a read-only cache folder: the next run walks again
 
 
 def _above(folder: str) -> list[str]:
@@ -206,12 +358,14 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
     """The walk itself: top-down, folders in name order, as ``os.walk`` (whose recursion a tree 1,000
     folders deep exhausts) with a list of folders still to see; a folder that cannot be listed is left
     out, as ``os.walk`` leaves it."""
-    key = (os.path.abspath(folder), folder, exclude, stop_at, anchor, respect_gitignore)
+    key = (os.path.abspath(folder), folder, exclude, _named(stop_at), anchor, respect_gitignore)
     if _shared_listings is not None and key in _shared_listings:
         return _shared_listings[key]
     if _remembered is not None and key in _remembered:
         folders, listing = _remembered[key]
-        if _stamps(folders[0]) == folders[1]:
+        if _unchanged(*folders, len(_above(key[0]))):
+            if _shared_listings is not None:
+                _shared_listings[key] = listing
             return listing
         del _remembered[key]
     walked: list[FolderListing] = []
@@ -268,7 +422,7 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
     if _remembered is not None:
         seen = [os.path.abspath(listed.root) for listed in walked] + [os.path.abspath(root) for root in stopped] \
             + unlisted + _above(top)
-        stamps = _stamps(seen)
+        stamps = _stamps(seen, len(_above(top)))
         if stamps is not None:
             _remembered[key] = ((seen, stamps), (walked, stopped))
     return walked, stopped

@@ -878,6 +878,97 @@ def test_a_remembered_walk_is_reused_only_while_its_folders_and_ignore_files_are
         assert listed and found == files(remembered=False) != before  # walked again, as a walk without it
 
 
+def test_a_walk_kept_in_the_cache_folder_serves_the_next_run_while_its_folders_are_as_they_were(tmp_path,
+                                                                                                  monkeypatch):
+    """Each run of the CLI or a hook walks the project (15 ms of a 120 ms carry on sglang): the walk is kept in a
+    file and taken again, listing no folder, while every folder it listed, and the deciding files in them and above
+    them, are as they were; after any change it is walked again, as a run without the file walks it. A file of
+    another shape, one naming what no walk lists, or a link is no walk."""
+    import json
+
+    from lints import walk
+    from lints.project_roots import is_own_project
+
+    monkeypatch.setattr(walk, "RACY_NANOSECONDS", 0)  # stamps made just now are trusted, here
+    root = write_package(tmp_path / "repo", {"engine/a.py": "", "engine/sub/b.py": ""})
+    kept = tmp_path / "walks.json"
+    listed = []
+    real = os.scandir
+    monkeypatch.setattr(walk.os, "scandir", lambda path: listed.append(path) or real(path))
+
+    def files(keep: bool = True) -> list[str]:
+        walk.gitignore.forget()  # as each run does
+        with walk.walks_kept_in(str(kept) if keep else None):
+            found, _ = walk.discover([str(root)], (), stop_at=is_own_project)
+        return sorted(os.path.relpath(f, root) for f in found)
+
+    first = files()
+    assert os.path.join("engine", "sub", "b.py") in first and listed and kept.is_file()
+    listed.clear()
+    assert files() == first and listed == []  # nothing changed: nothing listed again
+    (tmp_path / ".git").mkdir()  # the checkout's root, above the folder walked
+    for change in (lambda: (root / "engine" / "sub" / "c.py").write_text(""),
+                   lambda: (root / "engine" / ".gitignore").write_text("a.py\n"),
+                   lambda: (root / "engine" / ".gitignore").write_text("sub/\n"),  # the same size, in place
+                   lambda: (root / "engine" / ".gitignore").unlink(),
+                   lambda: (root / "engine" / "sub" / "c.py").unlink(),
+                   lambda: (root / "engine" / "sub" / "pyproject.toml").write_text("[tool.gradmode]\n"),
+                   lambda: (tmp_path / ".gitignore").write_text("a.py\n"),
+                   lambda: (tmp_path / ".git" / "info").mkdir() or (tmp_path / ".git" / "info" / "exclude").write_text(
+                       "__init__.py\n")):
+        before = files()
+        change()
+        listed.clear()
+        found = files()
+        assert listed and found == files(keep=False) != before  # walked again, as a walk without it
+    # the language server's own memo stands: the file is neither read nor written under it
+    kept.unlink()
+    with walk.walks_remembered({}):
+        files()
+    assert not kept.exists()
+    files()
+    good = json.loads(kept.read_text())
+    listing = good["walks"][0][3]
+    planted = [{**good, "format": "other"},
+               {**good, "walks": [[*good["walks"][0][:3], [[listing[0][0], ["../../outside.py"], []], *listing[1:]],
+                                   *good["walks"][0][4:]]]},
+               {**good, "walks": [[*good["walks"][0][:3], [[str(tmp_path), [], []], *listing[1:]],
+                                   *good["walks"][0][4:]]]},
+               {**good, "walks": [[*good["walks"][0][:2], [[1, 2, 3, 4, 5]] * len(good["walks"][0][2]),
+                                   *good["walks"][0][3:]]]}]
+    for data in planted:
+        kept.write_text(json.dumps(data))
+        listed.clear()
+        assert files() == files(keep=False) and listed
+    victim = tmp_path / "victim.json"
+    victim.write_text(json.dumps(good))
+    kept.unlink()
+    kept.symlink_to(victim)
+    listed.clear()
+    assert files() == files(keep=False) and listed  # not read through a link, and replaced, not written through
+    assert not kept.is_symlink() and json.loads(victim.read_text()) == good
+
+
+def test_a_run_takes_the_walk_the_last_one_kept(tmp_path, monkeypatch):
+    """A rerun of the CLI lists no folder of an unchanged project, and finds what the run that walked found; one
+    after a new file walks again and analyses it."""
+    from lints import walk
+
+    monkeypatch.setattr(walk, "RACY_NANOSECONDS", 0)  # the files were written just now
+    root = _project_with_others(tmp_path)
+    cold, _ = _findings(root, jobs=1)
+    assert _findings(root, jobs=1)[0] == cold  # (a cold run makes the cache folder after its walk: this one keeps it)
+    assert (root / ".gradmode_cache" / walk.WALKS_FILE).is_file()
+    listed = []
+    real = os.scandir
+    monkeypatch.setattr(walk.os, "scandir", lambda path: listed.append(path) or real(path))
+    found, run = _findings(root, jobs=1)
+    assert found == cold and run.analysis is None and listed == []
+    (root / "engine" / "late.py").write_text("import torch\n_late = torch.zeros(1)\n")
+    found, run = _findings(root, jobs=1)
+    assert listed and os.path.join("engine", "late.py") in {os.path.normpath(p) for p in run.files}
+
+
 def test_the_cache_keeps_each_files_stamp_so_a_rerun_hashes_only_what_changed(tmp_path, monkeypatch):
     from lints import summary_jobs, walk
 
