@@ -236,17 +236,42 @@ def walks_kept_in(path: Optional[str]) -> Iterator[None]:
     if path is None or _remembered is not None:
         yield
         return
-    memo = _read_walks(path)
+    memo = _UsedFirst(_read_walks(path))
     kept = dict(memo)
     with walks_remembered(memo):
         yield
-    if _kept_apart(memo).keys() != kept.keys() or any(memo[key] is not kept[key] for key in kept):
-        _write_walks(path, memo)
+    keep = _kept_apart(memo)
+    if keep.keys() != kept.keys() or any(keep[key] is not kept[key] for key in kept):  # (not for the order alone)
+        _write_walks(path, keep)
 
 
-def _kept_apart(memo: dict) -> dict:
-    """The walks of ``memo`` a file can keep: those whose key names everything by text (``_named``)."""
-    return {key: value for key, value in memo.items() if key[0] != "discover" and isinstance(key[3], (str, type(None)))}
+# At most this many walks are kept, those of the latest runs (a walk of each folder given apart from the project's,
+# each exclude setting): sglang's whole walk is 0.2 MB.
+MAX_KEPT_WALKS = 4
+
+
+class _UsedFirst(dict):
+    """A memo that tells which walks a run asked for (``used``, in that order)."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.used: dict = {}
+
+    def __contains__(self, key) -> bool:
+        self.used[key] = None
+        return super().__contains__(key)
+
+    def __setitem__(self, key, value) -> None:
+        self.used[key] = None
+        super().__setitem__(key, value)
+
+
+def _kept_apart(memo: _UsedFirst) -> dict:
+    """The walks of ``memo`` a file can keep (those whose key names everything by text: ``_named``), the ones this run
+    asked for first, at most ``MAX_KEPT_WALKS``."""
+    order = [key for key in memo.used if dict.__contains__(memo, key)] + [key for key in memo if key not in memo.used]
+    keepable = [key for key in order if key[0] != "discover" and isinstance(key[3], (str, type(None)))]
+    return {key: memo[key] for key in keepable[:MAX_KEPT_WALKS]}
 
 
 def _read_walks(path: str) -> dict:
@@ -312,7 +337,7 @@ def _write_walks(path: str, memo: dict) -> None:
     walks = [[list(key[:2]) + [list(key[2])] + list(key[3:]), seen, stamps,
               [list(listed) for listed in walked], stopped,
               seen[len(walked) + len(stopped):len(seen) - len(_above(key[0]))]]
-             for key, ((seen, stamps), (walked, stopped)) in _kept_apart(memo).items()]
+             for key, ((seen, stamps), (walked, stopped)) in memo.items()]
     try:
         fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or os.curdir, prefix=".tmp-walks-")
         try:

@@ -940,6 +940,14 @@ def test_a_walk_kept_in_the_cache_folder_serves_the_next_run_while_its_folders_a
         kept.write_text(json.dumps(data))
         listed.clear()
         assert files() == files(keep=False) and listed
+    # the walks of the latest runs, at most MAX_KEPT_WALKS of them: one of each folder given
+    folders = []
+    for n in range(walk.MAX_KEPT_WALKS + 2):
+        folders.append(write_package(tmp_path / f"other{n}", {"pkg/m.py": ""}))
+        with walk.walks_kept_in(str(kept)):
+            walk.discover([str(folders[-1])], (), stop_at=is_own_project)
+    held = [entry[0][0] for entry in json.loads(kept.read_text())["walks"]]
+    assert len(held) == walk.MAX_KEPT_WALKS and held[0] == str(folders[-1])
     victim = tmp_path / "victim.json"
     victim.write_text(json.dumps(good))
     kept.unlink()
