@@ -477,7 +477,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     # a walk kept by an earlier run stands where its folders are as they were (not the language server's: it keeps
     # its own in memory)
     kept_walks = str(folder / WALKS_FILE) if use_cache and folder is not None and summary_cache is None else None
-    with walks_kept_in(kept_walks):
+    with walks_kept_in(kept_walks, CACHE_FORMAT):
         given = [p for p in paths if os.path.normpath(p) not in overrides]
         requested, errors = discover(given, config.exclude, stop_at=is_own_project, anchor=config.root,
                                      respect_gitignore=config.respect_gitignore)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import stat
 import time
 from typing import Callable, Collection, Iterable, Iterator, NamedTuple, Optional, Sequence
 
@@ -172,7 +173,8 @@ def _stamps(folders: Sequence[str], above: int = 0) -> Optional[tuple]:
                 continue
             except OSError:
                 return None
-            if not settled(st.st_mtime_ns, st.st_ctime_ns):
+            # a link's stamp is not its target's (a pyproject.toml or .gitignore is read through it)
+            if not settled(st.st_mtime_ns, st.st_ctime_ns) or stat.S_ISLNK(st.st_mode):
                 return None
             stamps.append((st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size, st.st_mode))
     return tuple(stamps)
@@ -199,7 +201,7 @@ def _unchanged(folders: list[str], stamps: tuple, above: int = 0) -> bool:
                 if was is not None:
                     return False
                 continue
-            except OSError:
+            except (OSError, ValueError):  # a name no file system holds (a NUL, a lone surrogate)
                 return False
             if was != (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size, st.st_mode):
                 return False
@@ -227,22 +229,23 @@ _MAX_WALKS_BYTES = 64 << 20
 
 
 @contextlib.contextmanager
-def walks_kept_in(path: Optional[str]) -> Iterator[None]:
+def walks_kept_in(path: Optional[str], tool: str = "") -> Iterator[None]:
     """Within this block a walk is taken from those an earlier run kept in ``path`` while every folder it listed is
     as it was (``walks_remembered``: 2 ms on sglang's 481 folders, where walking them took 15), and the block's
     walks are kept there after it. Nothing is read or kept where ``path`` is None or a memo is in use already (the
-    language server's). ``path`` is the project's to plant: it is read as JSON of one shape only, and a walk it
-    holds stands only where each folder it lists, and the folders above, have the times, inode and mode it says."""
+    language server's), and a file another version of the tool (``tool``) wrote is not read. ``path`` is the
+    project's to plant: it is read as JSON of one shape only, and a walk it holds stands only where each folder it
+    lists, and the folders above, have the times, inode and mode it says."""
     if path is None or _remembered is not None:
         yield
         return
-    memo = _UsedFirst(_read_walks(path))
+    memo = _UsedFirst(_read_walks(path, tool))
     kept = dict(memo)
     with walks_remembered(memo):
         yield
     keep = _kept_apart(memo)
     if keep.keys() != kept.keys() or any(keep[key] is not kept[key] for key in kept):  # (not for the order alone)
-        _write_walks(path, keep)
+        _write_walks(path, keep, tool)
 
 
 # At most this many walks are kept, those of the latest runs (a walk of each folder given apart from the project's,
@@ -274,14 +277,17 @@ def _kept_apart(memo: _UsedFirst) -> dict:
     return {key: memo[key] for key in keepable[:MAX_KEPT_WALKS]}
 
 
-def _read_walks(path: str) -> dict:
+def _read_walks(path: str, tool: str) -> dict:
+    """The walks kept in ``path`` by this version of the tool (``tool``), each checked whole: {} for a file of any
+    other shape (the project's to plant), or of another version."""
     import json
 
     from .sources import read_regular_bytes
 
     try:
         data = json.loads(read_regular_bytes(path, _MAX_WALKS_BYTES, follow_links=False))
-        if not (isinstance(data, dict) and data.get("format") == _WALKS_FORMAT and isinstance(data.get("walks"), list)):
+        if not (isinstance(data, dict) and data.get("format") == _WALKS_FORMAT and data.get("tool") == tool
+                and isinstance(data.get("walks"), list)):
             return {}
         memo = {}
         for key, seen, stamps, walked, stopped, unlisted in data["walks"]:
@@ -289,19 +295,38 @@ def _read_walks(path: str) -> dict:
             listings = [FolderListing(root, files, unusual) for root, files, unusual in walked]
             names = [name for listed in listings for name in (*listed.files, *listed.unusual)]
             roots = [listed.root for listed in listings]
-            # every text a text; each name a name; each folder walked the folder the walk began at, or one below it
-            # (``_folder_below``), each of which the stamps are of, then the folders above
             "".join([top, folder, *exclude, stop_at or "", anchor, *seen, *stopped, *unlisted, *roots])  # TypeError
             if not (isinstance(respect, bool) and os.path.isabs(top) and os.path.abspath(folder) == top
                     and all(_is_stamp(stamp) for stamp in stamps) and _are_names(names)
-                    and seen == [_folder_below(top, folder, root) for root in roots]
-                    + [os.path.abspath(r) for r in stopped] + unlisted + _above(top)):
+                    and _a_walk_of(top, folder, roots, stopped, unlisted, seen, stamps)):
                 return {}
             stamps = tuple(tuple(stamp) if stamp is not None else None for stamp in stamps)
             memo[(top, folder, tuple(exclude), stop_at, anchor, respect)] = ((seen, stamps), (listings, stopped))
         return memo
     except (OSError, ValueError, TypeError, RecursionError, MemoryError):  # absent, or of another shape
         return {}
+
+
+def _a_walk_of(top: str, folder: str, roots: list[str], stopped: list[str], unlisted: list[str], seen: list[str],
+               stamps: list) -> bool:
+    """Whether a kept walk is one ``_listing`` could have made from ``folder`` (absolute: ``top``): it began there,
+    each folder it walked or stopped at lies in one it walked before (so none is reached through a link), each walked
+    folder's stamp is a folder's, and ``seen`` names them all, then the folders above; ValueError for a folder named
+    otherwise."""
+    if not roots or roots[0] != folder:
+        return False
+    walked = [_folder_below(top, folder, root) for root in roots]
+    at_walk = [_folder_below(top, folder, root) for root in stopped]
+    earlier = {walked[0]}
+    for path in walked[1:]:
+        if os.path.dirname(path) not in earlier:
+            return False
+        earlier.add(path)
+    if any(os.path.dirname(path) not in earlier for path in [*at_walk, *unlisted]):
+        return False
+    width = len(_DECIDING_STAMPS)
+    return seen == walked + at_walk + unlisted + _above(top) and len(stamps) == len(seen) * width and all(
+        stamps[i * width] is not None and stat.S_ISDIR(stamps[i * width][4]) for i in range(len(walked)))
 
 
 def _is_stamp(stamp: object) -> bool:
@@ -320,15 +345,17 @@ def _folder_below(top: str, folder: str, root: str) -> str:
     names to ``folder``; ValueError for any other."""
     if root == folder:
         return top
-    below = root[len(folder):] if root.startswith(folder) else ""
-    below = below[1:] if below[:1] == os.sep and not folder.endswith(os.sep) else below if folder.endswith(os.sep) \
-        else ""
+    if not root.startswith(folder):
+        raise ValueError(f"{root} is no folder below {folder}")
+    below = root[len(folder):]
+    if not folder.endswith(os.sep):
+        below = below[1:] if below[:1] == os.sep else ""
     if not below or not _are_names(below.split(os.sep)):
         raise ValueError(f"{root} is no folder below {folder}")
     return os.path.join(top, below)
 
 
-def _write_walks(path: str, memo: dict) -> None:
+def _write_walks(path: str, memo: dict, tool: str) -> None:
     """The walks of ``memo`` whose key names everything by text (a ``stop_at`` by its name: ``_named``), in a new
     file renamed over ``path`` (a link there is replaced, not followed)."""
     import json
@@ -342,7 +369,7 @@ def _write_walks(path: str, memo: dict) -> None:
         fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or os.curdir, prefix=".tmp-walks-")
         try:
             with os.fdopen(fd, "w", encoding="ascii") as handle:  # JSON escapes the rest
-                json.dump({"format": _WALKS_FORMAT, "walks": walks}, handle, separators=(",", ":"))
+                json.dump({"format": _WALKS_FORMAT, "tool": tool, "walks": walks}, handle, separators=(",", ":"))
             os.replace(temporary, path)
         except BaseException:
             os.unlink(temporary)
@@ -397,6 +424,13 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
     stopped: list[str] = []
     unlisted: list[str] = []  # folders that could not be listed
     top = os.path.abspath(folder)
+    # a walk kept for later runs: each folder's stamps taken before it is listed and its ignore file read, so that a
+    # change made meanwhile shows in them (None once one cannot be kept: too recent, a link, a link named *.py)
+    above = _above(top)
+    stamped: Optional[dict[str, tuple]] = {} if _remembered is not None else None
+    above_stamps = _stamps(above, len(above)) if stamped is not None else None
+    walked_absolute: list[str] = []  # each walked folder's absolute path
+    stopped_absolute: list[str] = []
     excluded = _exclusion(exclude) if exclude else None
     bare = bare_names(exclude) if exclude else None  # a file excluded by its name alone: a set lookup
     # a folder below the anchor is counted from it as its parent's path and its name (``relative_to``, not an
@@ -407,6 +441,12 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
     pending: list[tuple[str, str, Optional[gitignore.Rules], Optional[str]]] = [(folder, top, None, top_inside)]
     while pending:
         root, absolute, outer, inside = pending.pop()
+        if stamped is not None:
+            taken = _stamps([absolute])
+            if taken is None:
+                stamped = None
+            else:
+                stamped[absolute] = taken
         try:
             with os.scandir(root) as scan:
                 entries = list(scan)
@@ -416,6 +456,7 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
         names = {entry.name for entry in entries}
         if stop_at is not None and root != folder and stop_at(root, names):
             stopped.append(root)
+            stopped_absolute.append(absolute)
             continue
         rules = None
         if respect_gitignore:
@@ -432,24 +473,28 @@ def _listing(folder: str, exclude: tuple[str, ...], stop_at: Optional[StopAt], a
                         relative_to(os.path.join(root, name), anchor)
                     if excluded(name, below):
                         continue
-                if not _is_link(entry) and not gitignore.is_ignored(rules, absolute, name, True):
+                if _is_link(entry):
+                    if name.endswith(".py"):  # skipped while its target is a folder: not kept
+                        stamped = None
+                elif not gitignore.is_ignored(rules, absolute, name, True):
                     subfolders.append(name)
             elif name.endswith(".py") and not (excluded is not None and (
                     os.path.normcase(name) in bare if bare is not None else excluded(name, _below(counted, name)))) \
                     and not gitignore.is_ignored(rules, absolute, name, False):
                 (python_files if _is_plain_file(entry) else unusual).append(name)
+        if unusual:  # what a link is depends on its target, which no stamp of the folder follows: not kept
+            stamped = None
         walked.append(FolderListing(root, sorted(python_files), sorted(unusual)))
+        walked_absolute.append(absolute)
         for name in sorted(subfolders, reverse=True):  # the first in name order is seen next
             pending.append((os.path.join(root, name), os.path.join(absolute, name), rules,
                             _below(inside, as_glob_path(name)) if inside is not None else None))
     if _shared_listings is not None:
         _shared_listings[key] = (walked, stopped)
-    if _remembered is not None:
-        seen = [os.path.abspath(listed.root) for listed in walked] + [os.path.abspath(root) for root in stopped] \
-            + unlisted + _above(top)
-        stamps = _stamps(seen, len(_above(top)))
-        if stamps is not None:
-            _remembered[key] = ((seen, stamps), (walked, stopped))
+    if stamped is not None and above_stamps is not None and len(stamped) == len(walked) + len(stopped) + len(unlisted):
+        seen = walked_absolute + stopped_absolute + unlisted
+        stamps = tuple(stamp for path in seen for stamp in stamped[path]) + above_stamps
+        _remembered[key] = ((seen + above, stamps), (walked, stopped))
     return walked, stopped
 
 

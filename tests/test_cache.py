@@ -878,8 +878,8 @@ def test_a_remembered_walk_is_reused_only_while_its_folders_and_ignore_files_are
         assert listed and found == files(remembered=False) != before  # walked again, as a walk without it
 
 
-def test_a_walk_kept_in_the_cache_folder_serves_the_next_run_while_its_folders_are_as_they_were(tmp_path,
-                                                                                                  monkeypatch):
+def test_a_walk_kept_in_the_cache_folder_serves_the_next_run_while_its_folders_are_as_they_were(
+        tmp_path, monkeypatch):
     """Each run of the CLI or a hook walks the project (15 ms of a 120 ms carry on sglang): the walk is kept in a
     file and taken again, listing no folder, while every folder it listed, and the deciding files in them and above
     them, are as they were; after any change it is walked again, as a run without the file walks it. A file of
@@ -898,7 +898,7 @@ def test_a_walk_kept_in_the_cache_folder_serves_the_next_run_while_its_folders_a
 
     def files(keep: bool = True) -> list[str]:
         walk.gitignore.forget()  # as each run does
-        with walk.walks_kept_in(str(kept) if keep else None):
+        with walk.walks_kept_in(str(kept) if keep else None, "this tool"):
             found, _ = walk.discover([str(root)], (), stop_at=is_own_project)
         return sorted(os.path.relpath(f, root) for f in found)
 
@@ -928,14 +928,38 @@ def test_a_walk_kept_in_the_cache_folder_serves_the_next_run_while_its_folders_a
     assert not kept.exists()
     files()
     good = json.loads(kept.read_text())
-    listing = good["walks"][0][3]
-    planted = [{**good, "format": "other"},
-               {**good, "walks": [[*good["walks"][0][:3], [[listing[0][0], ["../../outside.py"], []], *listing[1:]],
-                                   *good["walks"][0][4:]]]},
-               {**good, "walks": [[*good["walks"][0][:3], [[str(tmp_path), [], []], *listing[1:]],
-                                   *good["walks"][0][4:]]]},
-               {**good, "walks": [[*good["walks"][0][:2], [[1, 2, 3, 4, 5]] * len(good["walks"][0][2]),
-                                   *good["walks"][0][3:]]]}]
+    key, seen, stamps, walked, stopped, unlisted = good["walks"][0]
+    above = walk._above(key[0])
+    no_stamps = [None] * len(walk._DECIDING_STAMPS)
+
+    def planted_walk(**changed) -> dict:
+        fields = {**dict(key=key, seen=seen, stamps=stamps, walked=walked, stopped=stopped, unlisted=unlisted),
+                  **changed}
+        return {**good, "walks": [[fields[name] for name in ("key", "seen", "stamps", "walked", "stopped",
+                                                             "unlisted")]]}
+
+    def unlisted_also(folder: str) -> dict:  # a folder that could not be listed, with its stamps (none)
+        listed = len(walked) + len(stopped)
+        return dict(seen=[*seen[:listed], folder, *above], unlisted=[folder],
+                    stamps=[*stamps[:len(no_stamps) * listed], *no_stamps, *stamps[len(no_stamps) * listed:]])
+
+    shape = unlisted_also(os.path.join(key[0], "x"))  # a well-shaped walk: what makes each below one no walk is its own
+    assert unlisted == [] and walk._a_walk_of(key[0], key[1], [w[0] for w in walked], stopped, shape["unlisted"],
+                                              shape["seen"], shape["stamps"])
+    ghost = os.path.join(walked[0][0], "ghost")
+    planted = [{**good, "format": "other"}, {**good, "tool": "another version"},
+               # nothing walked (only the folders above, whose stamps anyone can write): a project without files
+               planted_walk(seen=above, stamps=no_stamps * len(above), walked=[]),
+               # a folder that is not there, with no stamp of its own
+               planted_walk(seen=[seen[0], os.path.join(key[0], "ghost"), *above],
+                            stamps=[*stamps[:len(no_stamps)], *no_stamps, *stamps[-len(no_stamps) * len(above):]],
+                            walked=[walked[0], [ghost, ["evil.py"], []]], stopped=[]),
+               planted_walk(stamps=[None] * len(stamps)),  # no stamp of any folder
+               planted_walk(**unlisted_also(os.path.join(key[0], "\u0000"))),  # a name no file system holds
+               planted_walk(**unlisted_also("/etc")),  # a folder outside the walk
+               planted_walk(walked=[[walked[0][0], ["../../outside.py"], []], *walked[1:]]),
+               planted_walk(walked=[[str(tmp_path), [], []], *walked[1:]]),
+               planted_walk(stamps=[[1, 2, 3, 4, 5]] * len(stamps))]
     for data in planted:
         kept.write_text(json.dumps(data))
         listed.clear()
@@ -944,9 +968,9 @@ def test_a_walk_kept_in_the_cache_folder_serves_the_next_run_while_its_folders_a
     folders = []
     for n in range(walk.MAX_KEPT_WALKS + 2):
         folders.append(write_package(tmp_path / f"other{n}", {"pkg/m.py": ""}))
-        with walk.walks_kept_in(str(kept)):
+        with walk.walks_kept_in(str(kept), "this tool"):
             walk.discover([str(folders[-1])], (), stop_at=is_own_project)
-    held = [entry[0][0] for entry in json.loads(kept.read_text())["walks"]]
+    held = [kept_walk[0][0] for kept_walk in json.loads(kept.read_text())["walks"]]
     assert len(held) == walk.MAX_KEPT_WALKS and held[0] == str(folders[-1])
     victim = tmp_path / "victim.json"
     victim.write_text(json.dumps(good))
@@ -955,6 +979,55 @@ def test_a_walk_kept_in_the_cache_folder_serves_the_next_run_while_its_folders_a
     listed.clear()
     assert files() == files(keep=False) and listed  # not read through a link, and replaced, not written through
     assert not kept.is_symlink() and json.loads(victim.read_text()) == good
+
+
+_MEDDLED: list = []  # the file ``_meddling`` writes
+
+
+def _meddling(folder: str, names) -> bool:
+    """A walk's ``stop_at`` (of a module: a kept walk names it) that, asked of a folder named ``b``, adds a file to
+    the folder listed before it."""
+    if os.path.basename(folder) == "b" and _MEDDLED:
+        with open(_MEDDLED[0], "w"):
+            pass
+    return False
+
+
+def test_a_folder_changed_while_the_walk_runs_is_walked_again_by_the_next_run(tmp_path, monkeypatch):
+    """A kept walk stands by each folder's stamps as they were before it was listed: a file added to a folder after
+    the walk listed it (a slow disk, a big tree) shows in the next run."""
+    from lints import walk
+
+    monkeypatch.setattr(walk, "RACY_NANOSECONDS", 0)  # stamps made just now are trusted, here
+    root = write_package(tmp_path / "repo", {"a/m.py": "", "b/n.py": ""})
+    monkeypatch.setattr(sys.modules[__name__], "_MEDDLED", [str(root / "a" / "late.py")])
+    kept = str(tmp_path / "walks.json")
+    runs = []
+    for _ in range(2):
+        with walk.walks_kept_in(kept, "this tool"):
+            runs.append([os.path.relpath(f, root) for f in walk.discover([str(root)], (), stop_at=_meddling)[0]])
+    assert os.path.join("a", "late.py") not in runs[0] and os.path.join("a", "late.py") in runs[1]
+
+
+def test_a_walk_through_links_is_not_kept(tmp_path, monkeypatch):
+    """A link's stamp is not its target's: a walk whose folders hold a settings file or an ignore file through a link,
+    or a `*.py` link, is walked again by each run (the target may have changed)."""
+    from lints import walk
+    from lints.project_roots import is_own_project
+
+    monkeypatch.setattr(walk, "RACY_NANOSECONDS", 0)  # stamps made just now are trusted, here
+    listed = []
+    real = os.scandir
+    monkeypatch.setattr(walk.os, "scandir", lambda path: listed.append(path) or real(path))
+    for n, link in enumerate(("sub/pyproject.toml", "sub/.gitignore", "sub/gen.py")):
+        root = write_package(tmp_path / f"repo{n}", {"sub/m.py": "", "target/x.py": ""})
+        (root / link).symlink_to(root / "target" / ("x.py" if link.endswith(".py") else "settings"))
+        kept = str(tmp_path / f"walks{n}.json")
+        for _ in range(2):
+            listed.clear()
+            with walk.walks_kept_in(kept, "this tool"):
+                walk.discover([str(root)], (), stop_at=is_own_project)
+            assert listed, link
 
 
 def test_a_run_takes_the_walk_the_last_one_kept(tmp_path, monkeypatch):
