@@ -134,11 +134,13 @@ class SummaryCache:
                     db.close()
                     return None
                 with collector_paused():
-                    for path, key, stamp in db.execute("SELECT path, key, stamp FROM summaries"):
-                        if isinstance(path, bytes) and isinstance(key, str) and _decodes(path):
-                            self._stored[path] = key
-                            if isinstance(stamp, str):  # as ``file_stamp`` writes it, or one no file's stamp equals
-                                self._stamps[path] = (stamp, key)
+                    # a row of ours has a path of bytes and a key of text (one whose path does not decode is no file's:
+                    # ``known_keys`` leaves it out, and it is pruned)
+                    rows = db.execute("SELECT path, key, stamp FROM summaries").fetchall()
+                    self._stored = {path: key for path, key, _ in rows if type(path) is bytes and type(key) is str}
+                    # a stamp as ``file_stamp`` writes it, or one no file's stamp equals
+                    self._stamps = {path: (stamp, key) for path, key, stamp in rows
+                                    if type(path) is bytes and type(key) is str and type(stamp) is str}
             except BaseException:
                 db.close()
                 raise
@@ -219,7 +221,13 @@ class SummaryCache:
         (``summary_jobs.content_key`` adds what it learns; ``save`` keeps it with the rows)."""
         if self._known is None:
             self._connection()
-            self._known = {self._path_of(row): value for row, value in self._stamps.items()}
+            known = {}
+            for row, value in self._stamps.items():
+                try:
+                    known[self._path_of(row)] = value
+                except UnicodeDecodeError:  # no file's row (``_decodes``)
+                    continue
+            self._known = known
             self._known_as_read = dict(self._known)
         return self._known
 
