@@ -145,7 +145,7 @@ def test_a_workers_prefetched_findings_are_this_runs_or_none(tmp_path):
 
 
 _FORKED_PREFETCH = """
-import fcntl, os, sys, time
+import atexit, fcntl, os, sys, time
 from lints import flake8_plugin
 from lints.options import Config
 
@@ -153,7 +153,14 @@ def slow_prefetch(*args, **kwargs):
     time.sleep(2)
     return prefetch(*args, **kwargs)
 
+def noted_nice(increment):  # where the analysis lowers its priority: whether its findings were out by then
+    with open("niced", "w") as handle:
+        handle.write(str(os.path.exists("found.json")))
+    return real_nice(increment)
+
 prefetch, flake8_plugin._prefetch = flake8_plugin._prefetch, slow_prefetch
+real_nice, os.nice = os.nice, noted_nice
+priority, callbacks = real_nice(0), atexit._ncallbacks()
 os.close(0)  # flake8 started without stdin: the lock takes descriptor 0, which the analysis points at /dev/null
 lock = os.open("found.lock", os.O_RDWR | os.O_CREAT)
 assert lock == 0
@@ -165,6 +172,7 @@ started = flake8_plugin._forked_prefetch("pkg", Config(), "found.json", "t" * 32
 os.dup2(kept_stdout, 1)
 os.close(write_end)
 os.close(lock)
+reaped_at_exit = bool(flake8_plugin._forks) and atexit._ncallbacks() == callbacks + 1
 flake8_plugin._reap_forks()  # as at flake8's exit: the child that forked the analysis has ended
 try:
     os.waitpid(-1, os.WNOHANG)
@@ -182,7 +190,8 @@ except BlockingIOError:
     held = True
 fcntl.flock(lock, fcntl.LOCK_SH)  # the child's lock: free once it is done
 found = flake8_plugin._prefetched("found.json", "t" * 32)
-print(started, ended < 1, held, zombie, sorted(os.path.relpath(p) for p in found))
+niced = open("niced").read() == "True" and real_nice(0) == priority  # the analysis's, after its findings; not ours
+print(started, ended < 1, held, zombie, reaped_at_exit, niced, sorted(os.path.relpath(p) for p in found))
 """
 
 
@@ -196,8 +205,8 @@ def test_the_forked_background_analysis_keeps_the_lock_and_no_pipe_of_flake8s(tm
     done = subprocess.run([sys.executable, "-c", _FORKED_PREFETCH], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    started, prompt, held, zombie, found = done.stdout.strip().split(" ", 4)
-    assert (started, prompt, held, zombie) == ("True", "True", "True", "False")
+    started, prompt, held, zombie, reaped_at_exit, niced, found = done.stdout.strip().split(" ", 6)
+    assert (started, prompt, held, zombie, reaped_at_exit, niced) == ("True", "True", "True", "False", "True", "True")
     assert "pkg/kernels.py" in found
 
 
