@@ -227,24 +227,32 @@ def run_rules(analysis, config: Config, wanted: Optional[set[str]] = None) -> li
     return sorted(set(findings))
 
 
-def _digest(config: Config, entries: list[ProjectFile], max_bytes: int) -> str:
+def _base_digest(config: Config, max_bytes: int) -> str:
+    """What a run's results depend on beside its files: the tool, the settings, the size limit and the installed
+    libraries (taken once per run: listing site-packages is its cost)."""
     h = hashlib.sha256(f"{CACHE_FORMAT}|{config.fingerprint()}|{max_bytes}".encode())
     if config.libraries:  # a library installed, upgraded or removed changes the analysis
         from .site_packages import environment_key
 
         h.update(f"|{environment_key(_site_folders(config))}".encode())
+    return h.hexdigest()
+
+
+def _digest(base: str, entries: list[ProjectFile]) -> str:
+    """The results' key: ``_base_digest`` and each file's path, module name and content key."""
+    h = hashlib.sha256(base.encode())
     for entry in entries:
         # paths as the file system gave them: a name that is not UTF-8 comes with lone surrogates
         h.update(f"|{entry.path}|{entry.module}|{entry.key}".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 
-def _made_of(config: Config, root: str, entries: list[ProjectFile], max_bytes: int, words: list[str],
-             project_words: Optional[dict]) -> dict:
+def _made_of(base: str, root: str, entries: list[ProjectFile], words: list[str], project_words: Optional[dict]
+             ) -> dict:
     """What a run's results were made of, file by file, for a later run to tell what changed since
     (``words``: the installed libraries' summaries' identifiers, ``library_words``; ``project_words``: which of the
     project's are kept beside them, ``_project_words``)."""
-    made_of = {"base": _digest(config, [], max_bytes), "files": [[e.path, e.module, e.key] for e in entries],
+    made_of = {"base": base, "files": [[e.path, e.module, e.key] for e in entries],
                "named_from": _named_from(root), "library_words": words}
     if project_words is not None:
         made_of["project_words"] = project_words
@@ -313,7 +321,7 @@ MOVED_FILES_MAX = 8
 BULK_SUMMARIES = 256
 
 
-def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Config, max_bytes: int,
+def _moved_results(cache: SummaryCache, entries: list[ProjectFile], base: str, max_bytes: int,
                    overrides: dict[str, str]
                    ) -> Optional[tuple[list[Finding], dict[str, FileError], tuple, list[str], Optional[dict]]]:
     """The last run's (findings, errors, serving mode, library words, what the results name of the project's words
@@ -323,7 +331,7 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], config: Conf
 
     last = cache.last_results()
     made_of = last.get("made_of") if last is not None else None
-    if not isinstance(made_of, dict) or made_of.get("base") != _digest(config, [], max_bytes):
+    if not isinstance(made_of, dict) or made_of.get("base") != base:
         return None
     before = made_of.get("files")
     if not isinstance(before, list) or len(before) != len(entries):
@@ -532,7 +540,8 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     # a text given in place of a file is in the digest by its content: an editor's buffer that is
     # the file as saved reuses the run's result; results are saved only for the files as they are,
     # but in a cache in memory (the language server's) for its buffers too
-    digest = _digest(config, entries, max_bytes) if cache is not None and complete else None
+    base = _base_digest(config, max_bytes) if cache is not None else ""
+    digest = _digest(base, entries) if cache is not None and complete else None
     cached = cache.results(digest) if digest is not None else None
     analysis = None
     writes: list[Callable[[], None]] = []  # a hit's or a carry's, once its findings are out (``findings_ready``)
@@ -548,7 +557,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
     keep_results = cache is not None and (not overrides or cache.folder is None)
     if cached is None and digest is not None:
         try:
-            moved = _moved_results(cache, entries, config, max_bytes, overrides)
+            moved = _moved_results(cache, entries, base, max_bytes, overrides)
         except Exception:  # a result of any other shape (the checkout's to plant) is a miss
             moved = None
         if moved is not None:
@@ -557,7 +566,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             writes.append(cache.save)
             if keep_results:
                 writes.append(functools.partial(cache.save_results, digest, all_findings, summary_errors, serving,
-                                                _made_of(config, root, entries, max_bytes, words, project_words)))
+                                                _made_of(base, root, entries, words, project_words)))
     if cached is None:
         with collector_paused():
             try:
@@ -572,10 +581,9 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                     entries, config, jobs, cache, max_bytes, overrides, progress, use_cache)
         serving = analysis.serving
         if keep_results:
-            named, kept = _project_words(cache, entries, summaries, cache.last_results(),
-                                         _digest(config, [], max_bytes))
-            cache.save_results(_digest(config, entries, max_bytes), all_findings, summary_errors, serving,
-                               _made_of(config, root, entries, max_bytes, library_words(library), named), kept)
+            named, kept = _project_words(cache, entries, summaries, cache.last_results(), base)
+            cache.save_results(_digest(base, entries), all_findings, summary_errors, serving,
+                               _made_of(base, root, entries, library_words(library), named), kept)
     try:  # a hit's or a carry's writes run whatever happens below, once ``findings_ready`` has the findings
         # the project's paths are spelt from its root; report them as the user spelt the request
         as_requested = _RequestedSpelling(requested)

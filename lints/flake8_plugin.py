@@ -487,10 +487,11 @@ def _forked_prefetch(root: str, config: Config, results: str, token: str, lock_f
     except OSError:
         return False
     if pid:
-        if not _forks:
+        if not _reaped_at_exit:
             import atexit
 
             atexit.register(_reap_forks)
+            _reaped_at_exit.append(True)
         _forks.append(pid)
         return True
     try:  # the child: forks the analysis and ends, never returning to flake8
@@ -502,6 +503,7 @@ def _forked_prefetch(root: str, config: Config, results: str, token: str, lock_f
 
 # The children ``_forked_prefetch`` forked, each ending once it has forked its analysis: not yet reaped.
 _forks: list[int] = []
+_reaped_at_exit: list[bool] = []  # whether ``_reap_forks`` is registered to run at exit (once per process)
 
 
 def _reap_forks(wait: bool = True) -> None:

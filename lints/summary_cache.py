@@ -136,11 +136,11 @@ class SummaryCache:
                 with collector_paused():
                     # a row of ours has a path of bytes and a key of text (one whose path does not decode is no file's:
                     # ``known_keys`` leaves it out, and it is pruned)
-                    rows = db.execute("SELECT path, key, stamp FROM summaries").fetchall()
-                    self._stored = {path: key for path, key, _ in rows if type(path) is bytes and type(key) is str}
+                    rows = [row for row in db.execute("SELECT path, key, stamp FROM summaries").fetchall()
+                            if type(row[0]) is bytes and type(row[1]) is str]
+                    self._stored = {path: key for path, key, _ in rows}
                     # a stamp as ``file_stamp`` writes it, or one no file's stamp equals
-                    self._stamps = {path: (stamp, key) for path, key, stamp in rows
-                                    if type(path) is bytes and type(key) is str and type(stamp) is str}
+                    self._stamps = {path: (stamp, key) for path, key, stamp in rows if type(stamp) is str}
             except BaseException:
                 db.close()
                 raise

@@ -156,18 +156,30 @@ def settled(mtime_ns: int, ctime_ns: int) -> bool:
     return max(mtime_ns, ctime_ns) < time.time_ns() - RACY_NANOSECONDS
 
 
+def _stamp(st: os.stat_result) -> tuple:
+    """What a kept walk holds of a folder or a deciding file: its times, inode, size and mode."""
+    return st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size, st.st_mode
+
+
+# what ``_stamps`` takes of each folder, in its order: the folder itself, then its deciding files
+_DECIDING_STAMPS = ("", *_DECIDING)
+# for each of them, which one's presence makes it worth a look in a folder walked (``_unchanged``): a deciding file
+# created since would have moved its folder's times, but not ``.git/info/exclude`` created inside ``.git``
+_SHOWN_BY = tuple(_DECIDING_STAMPS.index(name.split(os.sep)[0]) for name in _DECIDING_STAMPS)
+
+
 def _stamps(folders: Sequence[str], above: int = 0) -> Optional[tuple]:
     """The stamps of ``folders`` and of their deciding files (None for one absent); None where any is too
     recent to be trusted or cannot be read. The last ``above`` folders are above the walk: only their deciding files
     count (a home folder's or ``/tmp``'s times move all day), so their own stamps are None."""
     stamps: list[Optional[tuple]] = []
     for index, folder in enumerate(folders):
-        for path in (folder, *(os.path.join(folder, name) for name in _DECIDING)):
-            if path is folder and index >= len(folders) - above:
+        for name in _DECIDING_STAMPS:
+            if not name and index >= len(folders) - above:
                 stamps.append(None)
                 continue
             try:
-                st = os.lstat(path)
+                st = os.lstat(os.path.join(folder, name) if name else folder)
             except (FileNotFoundError, NotADirectoryError):  # `.git` a file (a worktree's): no info/exclude
                 stamps.append(None)
                 continue
@@ -176,40 +188,34 @@ def _stamps(folders: Sequence[str], above: int = 0) -> Optional[tuple]:
             # a link's stamp is not its target's (a pyproject.toml or .gitignore is read through it)
             if not settled(st.st_mtime_ns, st.st_ctime_ns) or stat.S_ISLNK(st.st_mode):
                 return None
-            stamps.append((st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size, st.st_mode))
+            stamps.append(_stamp(st))
     return tuple(stamps)
 
 
 def _unchanged(folders: list[str], stamps: tuple, above: int = 0) -> bool:
     """Whether ``_stamps(folders, above)`` would still be ``stamps`` (each of which was settled when taken), looking
-    only at what can change unseen: each folder walked, and each deciding file it held (one created since would have
-    changed its folder's times; ``.git/info/exclude`` wherever ``.git`` was); in a folder above the walk, each deciding
-    file."""
+    only at what can change unseen: each folder walked, and each deciding file it held (``_SHOWN_BY``); in a folder
+    above the walk, each deciding file."""
     width = len(_DECIDING_STAMPS)
     if len(stamps) != len(folders) * width:
         return False
     for index, folder in enumerate(folders):
         held = stamps[index * width:(index + 1) * width]
-        looks = (False, True, True, True, True) if index >= len(folders) - above else (
-            True, held[1], held[2], held[2], held[4])
-        for path, was, look in zip(_DECIDING_STAMPS, held, looks):
-            if not look:
+        walked = index < len(folders) - above
+        for name, was, shown_by in zip(_DECIDING_STAMPS, held, _SHOWN_BY):
+            if not (name or walked) or walked and name and held[shown_by] is None:
                 continue
             try:
-                st = os.lstat(os.path.join(folder, path) if path else folder)
+                st = os.lstat(os.path.join(folder, name) if name else folder)
             except (FileNotFoundError, NotADirectoryError):
                 if was is not None:
                     return False
                 continue
             except (OSError, ValueError):  # a name no file system holds (a NUL, a lone surrogate)
                 return False
-            if was != (st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size, st.st_mode):
+            if was != _stamp(st):
                 return False
     return True
-
-
-# what ``_stamps`` takes of each folder, in its order: the folder itself, then its deciding files
-_DECIDING_STAMPS = ("", *_DECIDING)
 
 
 def _named(stop_at: Optional[StopAt]) -> object:
@@ -224,7 +230,7 @@ def _named(stop_at: Optional[StopAt]) -> object:
 
 # The walks kept between runs, in the project's cache folder (``walks_kept_in``).
 WALKS_FILE = "walks.json"
-_WALKS_FORMAT = "gradmode-walks/1"
+_WALKS_FORMAT = "gradmode-walks/2"
 _MAX_WALKS_BYTES = 64 << 20
 
 
@@ -290,15 +296,17 @@ def _read_walks(path: str, tool: str) -> dict:
                 and isinstance(data.get("walks"), list)):
             return {}
         memo = {}
-        for key, seen, stamps, walked, stopped, unlisted in data["walks"]:
+        for key, stamps, walked, stopped, unlisted in data["walks"]:
             top, folder, exclude, stop_at, anchor, respect = key
             listings = [FolderListing(root, files, unusual) for root, files, unusual in walked]
             names = [name for listed in listings for name in (*listed.files, *listed.unusual)]
             roots = [listed.root for listed in listings]
-            "".join([top, folder, *exclude, stop_at or "", anchor, *seen, *stopped, *unlisted, *roots])  # TypeError
+            "".join([top, folder, *exclude, stop_at or "", anchor, *stopped, *unlisted, *roots])  # TypeError
             if not (isinstance(respect, bool) and os.path.isabs(top) and os.path.abspath(folder) == top
-                    and all(_is_stamp(stamp) for stamp in stamps) and _are_names(names)
-                    and _a_walk_of(top, folder, roots, stopped, unlisted, seen, stamps)):
+                    and all(_is_stamp(stamp) for stamp in stamps) and _are_names(names)):
+                return {}
+            seen = _seen_by(top, folder, roots, stopped, unlisted, stamps)
+            if seen is None:
                 return {}
             stamps = tuple(tuple(stamp) if stamp is not None else None for stamp in stamps)
             memo[(top, folder, tuple(exclude), stop_at, anchor, respect)] = ((seen, stamps), (listings, stopped))
@@ -307,26 +315,29 @@ def _read_walks(path: str, tool: str) -> dict:
         return {}
 
 
-def _a_walk_of(top: str, folder: str, roots: list[str], stopped: list[str], unlisted: list[str], seen: list[str],
-               stamps: list) -> bool:
-    """Whether a kept walk is one ``_listing`` could have made from ``folder`` (absolute: ``top``): it began there,
-    each folder it walked or stopped at lies in one it walked before (so none is reached through a link), each walked
-    folder's stamp is a folder's, and ``seen`` names them all, then the folders above; ValueError for a folder named
-    otherwise."""
+def _seen_by(top: str, folder: str, roots: list[str], stopped: list[str], unlisted: list[str], stamps: list
+             ) -> Optional[list[str]]:
+    """The folders a kept walk's stamps are of (those it walked, stopped at and could not list, then the folders
+    above), where it is one ``_listing`` could have made from ``folder`` (absolute: ``top``): it began there, each
+    folder it walked or stopped at lies in one it walked before (so none is reached through a link), and each walked
+    folder's stamp is a folder's; None for any other, ValueError for a folder named otherwise."""
     if not roots or roots[0] != folder:
-        return False
+        return None
     walked = [_folder_below(top, folder, root) for root in roots]
     at_walk = [_folder_below(top, folder, root) for root in stopped]
     earlier = {walked[0]}
     for path in walked[1:]:
         if os.path.dirname(path) not in earlier:
-            return False
+            return None
         earlier.add(path)
     if any(os.path.dirname(path) not in earlier for path in [*at_walk, *unlisted]):
-        return False
+        return None
+    seen = walked + at_walk + unlisted + _above(top)
     width = len(_DECIDING_STAMPS)
-    return seen == walked + at_walk + unlisted + _above(top) and len(stamps) == len(seen) * width and all(
-        stamps[i * width] is not None and stat.S_ISDIR(stamps[i * width][4]) for i in range(len(walked)))
+    if len(stamps) != len(seen) * width or not all(
+            stamps[i * width] is not None and stat.S_ISDIR(stamps[i * width][4]) for i in range(len(walked))):
+        return None
+    return seen
 
 
 def _is_stamp(stamp: object) -> bool:
@@ -361,9 +372,8 @@ def _write_walks(path: str, memo: dict, tool: str) -> None:
     import json
     import tempfile
 
-    walks = [[list(key[:2]) + [list(key[2])] + list(key[3:]), seen, stamps,
-              [list(listed) for listed in walked], stopped,
-              seen[len(walked) + len(stopped):len(seen) - len(_above(key[0]))]]
+    walks = [[list(key[:2]) + [list(key[2])] + list(key[3:]), stamps, [list(listed) for listed in walked], stopped,
+              seen[len(walked) + len(stopped):len(seen) - len(_above(key[0]))]]  # the folders it could not list
              for key, ((seen, stamps), (walked, stopped)) in memo.items()]
     try:
         fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or os.curdir, prefix=".tmp-walks-")

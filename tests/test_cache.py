@@ -928,31 +928,28 @@ def test_a_walk_kept_in_the_cache_folder_serves_the_next_run_while_its_folders_a
     assert not kept.exists()
     files()
     good = json.loads(kept.read_text())
-    key, seen, stamps, walked, stopped, unlisted = good["walks"][0]
+    key, stamps, walked, stopped, unlisted = good["walks"][0]
     above = walk._above(key[0])
     no_stamps = [None] * len(walk._DECIDING_STAMPS)
 
     def planted_walk(**changed) -> dict:
-        fields = {**dict(key=key, seen=seen, stamps=stamps, walked=walked, stopped=stopped, unlisted=unlisted),
-                  **changed}
-        return {**good, "walks": [[fields[name] for name in ("key", "seen", "stamps", "walked", "stopped",
-                                                             "unlisted")]]}
+        fields = {**dict(key=key, stamps=stamps, walked=walked, stopped=stopped, unlisted=unlisted), **changed}
+        return {**good, "walks": [[fields[name] for name in ("key", "stamps", "walked", "stopped", "unlisted")]]}
 
     def unlisted_also(folder: str) -> dict:  # a folder that could not be listed, with its stamps (none)
         listed = len(walked) + len(stopped)
-        return dict(seen=[*seen[:listed], folder, *above], unlisted=[folder],
+        return dict(unlisted=[folder],
                     stamps=[*stamps[:len(no_stamps) * listed], *no_stamps, *stamps[len(no_stamps) * listed:]])
 
     shape = unlisted_also(os.path.join(key[0], "x"))  # a well-shaped walk: what makes each below one no walk is its own
-    assert unlisted == [] and walk._a_walk_of(key[0], key[1], [w[0] for w in walked], stopped, shape["unlisted"],
-                                              shape["seen"], shape["stamps"])
+    assert unlisted == [] and walk._seen_by(key[0], key[1], [w[0] for w in walked], stopped, shape["unlisted"],
+                                            shape["stamps"])
     ghost = os.path.join(walked[0][0], "ghost")
     planted = [{**good, "format": "other"}, {**good, "tool": "another version"},
                # nothing walked (only the folders above, whose stamps anyone can write): a project without files
-               planted_walk(seen=above, stamps=no_stamps * len(above), walked=[]),
+               planted_walk(stamps=no_stamps * len(above), walked=[]),
                # a folder that is not there, with no stamp of its own
-               planted_walk(seen=[seen[0], os.path.join(key[0], "ghost"), *above],
-                            stamps=[*stamps[:len(no_stamps)], *no_stamps, *stamps[-len(no_stamps) * len(above):]],
+               planted_walk(stamps=[*stamps[:len(no_stamps)], *no_stamps, *stamps[-len(no_stamps) * len(above):]],
                             walked=[walked[0], [ghost, ["evil.py"], []]], stopped=[]),
                planted_walk(stamps=[None] * len(stamps)),  # no stamp of any folder
                planted_walk(**unlisted_also(os.path.join(key[0], "\u0000"))),  # a name no file system holds
