@@ -51,8 +51,9 @@ class GradModeChecker:
     enabled: ClassVar[bool] = True  # False where flake8's --select names no GM code
     _by_root: ClassVar[dict[str, dict[str, list]]] = {}
     # project key -> (the lock its background analysis holds, the file it writes its findings to, the
-    # token that file must hold: written by this run's analysis, not an earlier one's, nor the checkout's)
-    _prefetching: ClassVar[dict[str, tuple[str, str, str]]] = {}
+    # token that file must hold: written by this run's analysis, not an earlier one's, nor the checkout's, and
+    # the read end of a pipe that becomes readable once they are written or the analysis is gone)
+    _prefetching: ClassVar[dict[str, tuple[str, str, str, int]]] = {}
     _named: ClassVar[list[str]] = []  # the paths flake8 was given
     _groups: ClassVar[Optional[list[list[str]]]] = None  # ``_named`` by project, once needed
     _loose_folders: ClassVar[Optional[list[str]]] = None  # the folders named outside any project, once needed
@@ -174,27 +175,36 @@ class GradModeChecker:
                 fd = _open_lock(lock, os.O_RDWR | os.O_CREAT)
             except (ConfigError, OSError):
                 continue  # the worker reports it, or analyses on its own
+            written = -1
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another flake8 on this project: not twice
                 token = os.urandom(16).hex()
                 spelt = cls._spelt(root)
-                if not _forked_prefetch(spelt, config, results, token, fd):
+                # the workers, forked later, inherit the read end; only the analysis keeps the write end
+                ready, written = os.pipe()
+                if not _forked_prefetch(spelt, config, results, token, fd, written):
                     subprocess.Popen([sys.executable, "-m", "lints.flake8_plugin", spelt,
-                                      json.dumps(dataclasses.asdict(config)), results, token], pass_fds=(fd,),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                cls._prefetching[key] = (lock, results, token)  # the child holds the lock until it exits
+                                      json.dumps(dataclasses.asdict(config)), results, token, str(written)],
+                                     pass_fds=(fd, written), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+                cls._prefetching[key] = (lock, results, token, ready)  # the child holds the lock until it exits
             except OSError:
                 pass
             finally:
                 os.close(fd)
+                if written >= 0:
+                    os.close(written)
 
     @staticmethod
     def _wait_for_prefetch(lock: str, prefetched: Callable[[], Optional[T]] = lambda: None,
-                           limit_s: float = 900.0) -> Optional[T]:
+                           limit_s: float = 900.0, ready: Optional[int] = None) -> Optional[T]:
         """What ``prefetched`` gives once it gives something (the findings, written before the background analysis
         writes the cache), or once the analysis holds its lock no longer (then it is read once more: its run may
-        have ended since); None for neither."""
+        have ended since); None for neither. ``ready``: the read end of the analysis's pipe, readable once the
+        findings are written or the analysis is gone, woken by that instead of looking every 10 ms (half of it
+        lost on average, while both workers of a pre-commit run wait)."""
         import fcntl
+        import select
         import time
 
         try:
@@ -211,7 +221,16 @@ class GradModeChecker:
                     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
                     return prefetched()
                 except BlockingIOError:
+                    pass
+                if ready is None:
                     time.sleep(0.01)
+                    continue
+                try:
+                    woken = select.select([ready], [], [], max(0.0, min(1.0, deadline - time.monotonic())))[0]
+                except (OSError, ValueError):  # no such descriptor here (closed by the code flake8 runs)
+                    woken = [ready]
+                if woken:
+                    ready = None  # once: what it signalled stays readable, and is looked at above
             return prefetched()
         finally:
             os.close(fd)
@@ -310,7 +329,7 @@ class GradModeChecker:
             spelt = cls._spelt(root)
             paths = [spelt, *cls._beyond_the_walk(root, config)] if marked else cls._group_of(filename)
             if key in cls._prefetching:
-                lock, results, token = cls._prefetching[key]
+                lock, results, token, ready = cls._prefetching[key]
                 # what the background analysis linted (a folder given outside any project: spelt as given)
                 linted_there = [os.path.abspath(p) for p in paths] == [os.path.abspath(spelt)]
                 # written once the findings are known (before the cache): this run's token means they are, while
@@ -320,7 +339,7 @@ class GradModeChecker:
                     if found is None:
                         return None
                 elif linted_there:
-                    found = cls._wait_for_prefetch(lock, lambda: _prefetched(results, token))
+                    found = cls._wait_for_prefetch(lock, lambda: _prefetched(results, token), ready=ready)
                 else:
                     cls._wait_for_prefetch(lock)  # then the result is in the cache
             if found is None:
@@ -469,7 +488,7 @@ def _open_lock(path: str, flags: int) -> int:
     return fd
 
 
-def _forked_prefetch(root: str, config: Config, results: str, token: str, lock_fd: int) -> bool:
+def _forked_prefetch(root: str, config: Config, results: str, token: str, lock_fd: int, ready_fd: int) -> bool:
     """The background analysis in a fork of this flake8 process, where that is safe (Linux, one thread: flake8
     has started no worker yet): it has the interpreter and flake8's modules loaded already, which a new one took
     about 0.08 s to do on each run (it imports the engine itself, after the fork). Its standard streams are
@@ -496,7 +515,7 @@ def _forked_prefetch(root: str, config: Config, results: str, token: str, lock_f
         return True
     try:  # the child: forks the analysis and ends, never returning to flake8
         if os.fork() == 0:
-            _analyse_in_background(root, config, results, token, lock_fd)
+            _analyse_in_background(root, config, results, token, lock_fd, ready_fd)
     finally:
         os._exit(0)
 
@@ -518,37 +537,51 @@ def _reap_forks(wait: bool = True) -> None:
             _forks.remove(pid)
 
 
-def _analyse_in_background(root: str, config: Config, results: str, token: str, lock_fd: int) -> NoReturn:
-    """The forked analysis: the lock kept, no other file of flake8's, its standard streams /dev/null."""
+def _analyse_in_background(root: str, config: Config, results: str, token: str, lock_fd: int,
+                           ready_fd: int) -> NoReturn:
+    """The forked analysis: the lock and the pipe's write end kept, no other file of flake8's, its standard streams
+    /dev/null."""
     import fcntl
 
     status = 1
     try:
-        lock = fcntl.fcntl(lock_fd, fcntl.F_DUPFD_CLOEXEC, 3)  # the same lock, on no standard stream's number
+        # the same lock and pipe, on no standard stream's number
+        lock, ready = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in (lock_fd, ready_fd))
         null = os.open(os.devnull, os.O_RDWR)
         for stream in (0, 1, 2):
             os.dup2(null, stream)
-        os.closerange(3, lock)
-        os.closerange(lock + 1, _MAX_FD)
-        # once the workers have the findings, the cache writes yield the cores to them
-        status = _prefetch(root, config, results, token, then=lambda: os.nice(19))
+        kept = sorted((lock, ready))
+        for low, high in zip([3, kept[0] + 1, kept[1] + 1], [*kept, _MAX_FD]):
+            os.closerange(low, high)
+        status = _prefetch(root, config, results, token, then=lambda: _findings_out(ready))
     finally:
         os._exit(status)  # no atexit handler of flake8's, no flushing of its buffered output
+
+
+def _findings_out(ready_fd: int) -> None:
+    """Once the findings are written: the waiting workers woken (a byte in the pipe, left there for each to see),
+    and the cache writes after it yield the cores to them."""
+    try:
+        os.write(ready_fd, b"\n")
+        os.close(ready_fd)
+    except OSError:  # the readers are gone: flake8 ended
+        pass
+    os.nice(19)
 
 
 # Past every descriptor a process can hold: os.closerange asks the kernel (close_range) or reads /proc/self/fd.
 _MAX_FD = (1 << 31) - 1
 
 
-def _prefetch_main(root: str, config_json: str, results: str, token: str,
-                   then: Callable[[], object] = lambda: None) -> int:
-    """``python -m lints.flake8_plugin ROOT CONFIG_JSON RESULTS TOKEN``: ``_prefetch`` in a process of its own."""
+def _prefetch_main(root: str, config_json: str, results: str, token: str, ready_fd: str) -> int:
+    """``python -m lints.flake8_plugin ROOT CONFIG_JSON RESULTS TOKEN READY_FD``: ``_prefetch`` in a process of its
+    own (``READY_FD``: the pipe's write end it was given)."""
     import json
 
     data = json.loads(config_json)
     data["per_file_ignores"] = tuple((glob, tuple(codes)) for glob, codes in data.get("per_file_ignores", ()))
     return _prefetch(root, Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}),
-                     results, token, then)
+                     results, token, then=lambda: _findings_out(int(ready_fd)))
 
 
 def _prefetch(root: str, config: Config, results: str, token: str, then: Callable[[], object] = lambda: None) -> int:
@@ -608,4 +641,4 @@ def _prefetched(results: str, token: str) -> Optional[dict[str, list]]:
 if __name__ == "__main__":
     import sys
 
-    sys.exit(_prefetch_main(*sys.argv[1:5], then=lambda: os.nice(19)))
+    sys.exit(_prefetch_main(*sys.argv[1:6]))

@@ -127,10 +127,13 @@ def test_a_workers_prefetched_findings_are_this_runs_or_none(tmp_path):
     results.symlink_to(victim)  # planted where the analysis writes: replaced, not written through
     cwd = os.getcwd()
     os.chdir(tmp_path)
+    ready, written = os.pipe()
     try:
-        assert _prefetch_main("pkg", json.dumps({}), str(results), "t" * 32) == 0
+        assert _prefetch_main("pkg", json.dumps({}), str(results), "t" * 32, str(written)) == 0
     finally:
         os.chdir(cwd)
+    assert os.read(ready, 2) == b"\n" and os.read(ready, 1) == b""  # the workers woken, the write end closed
+    os.close(ready)
     assert victim.read_text() == "kept\n" and not results.is_symlink()
     found = _prefetched(str(results), "t" * 32)
     assert {os.path.relpath(p, tmp_path) for p in found} >= {"pkg/kernels.py"}
@@ -166,11 +169,13 @@ lock = os.open("found.lock", os.O_RDWR | os.O_CREAT)
 assert lock == 0
 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
 read_end, write_end = os.pipe()
+ready_end, ready_write_end = os.pipe()  # what the workers wait on
 kept_stdout = os.dup(1)
 os.dup2(write_end, 1)  # flake8's stdout, a pipe pre-commit reads to its end
-started = flake8_plugin._forked_prefetch("pkg", Config(), "found.json", "t" * 32, lock)
+started = flake8_plugin._forked_prefetch("pkg", Config(), "found.json", "t" * 32, lock, ready_write_end)
 os.dup2(kept_stdout, 1)
 os.close(write_end)
+os.close(ready_write_end)
 os.close(lock)
 reaped_at_exit = bool(flake8_plugin._forks) and atexit._ncallbacks() == callbacks + 1
 flake8_plugin._reap_forks()  # as at flake8's exit: the child that forked the analysis has ended
@@ -188,10 +193,12 @@ try:
     held = False
 except BlockingIOError:
     held = True
+woken = os.read(ready_end, 1) == b"\\n" and os.path.exists("found.json")  # the workers woken once they are out
 fcntl.flock(lock, fcntl.LOCK_SH)  # the child's lock: free once it is done
+woken = woken and os.read(ready_end, 1) == b""  # the write end closed: the child holds none
 found = flake8_plugin._prefetched("found.json", "t" * 32)
 niced = open("niced").read() == "True" and real_nice(0) == priority  # the analysis's, after its findings; not ours
-print(started, ended < 1, held, zombie, reaped_at_exit, niced, sorted(os.path.relpath(p) for p in found))
+print(started, ended < 1, held, zombie, reaped_at_exit, niced and woken, sorted(os.path.relpath(p) for p in found))
 """
 
 
@@ -257,6 +264,46 @@ def test_findings_deferred_while_the_background_analysis_runs_are_reported_from_
     assert keys(deferred.stdout) == {("pkg/kernels.py", 3, 10, "GM101"), ("pkg/warm.py", 9, 14, "GM101")}
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="flake8's workers inherit the pipe where they fork")
+@pytest.mark.parametrize("analysis_ends", [False, True])
+def test_a_waiting_worker_is_woken_by_the_analysis_not_by_looking_again(tmp_path, monkeypatch, analysis_ends):
+    """The findings written (a byte in the pipe) or the analysis gone without them (the pipe's end closed, the lock
+    free): the worker reads them at once, without sleeping between looks while the analysis holds its lock."""
+    import fcntl
+    import threading
+    import time
+
+    from lints.flake8_plugin import GradModeChecker
+
+    lock = tmp_path / "found.lock"
+    held = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)  # the analysis's
+    ready, written = os.pipe()
+    out: list[str] = []
+
+    pause = time.sleep  # the analysis's own; the worker's is patched below
+
+    def analysis() -> None:
+        pause(0.3)
+        if analysis_ends:
+            fcntl.flock(held, fcntl.LOCK_UN)
+        else:
+            out.append("findings")
+            os.write(written, b"\n")
+        os.close(written)
+
+    def no_sleep(seconds):
+        raise AssertionError("looked again after a sleep")
+
+    monkeypatch.setattr(time, "sleep", no_sleep)
+    threading.Thread(target=analysis).start()
+    begun = time.monotonic()
+    found = GradModeChecker._wait_for_prefetch(str(lock), lambda: out[0] if out else None, limit_s=10, ready=ready)
+    assert found == (None if analysis_ends else "findings") and time.monotonic() - begun < 5
+    os.close(ready)
+    os.close(held)
+
+
 def test_without_the_end_of_file_entry_point_a_worker_waits_for_the_findings(monkeypatch):
     """An install whose entry points predate ``report_deferred`` never calls it: nothing may be left for it."""
     from lints import flake8_plugin
@@ -284,7 +331,7 @@ def test_a_worker_takes_the_findings_of_this_runs_background_analysis(tmp_path, 
     write_package(tmp_path, {**PACKAGE, "pyproject.toml": "[tool.gradmode]\n"})
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(GradModeChecker, "_wait_for_prefetch",
-                        staticmethod(lambda lock, prefetched=lambda: None: prefetched()))  # the lock free
+                        staticmethod(lambda lock, prefetched=lambda: None, **_: prefetched()))  # the lock free
     analysed = []
     monkeypatch.setattr(engine, "lint_project", lambda *a, **k: analysed.append(a) or engine.ProjectRun(
         ".", [], [], [], None))
@@ -296,7 +343,7 @@ def test_a_worker_takes_the_findings_of_this_runs_background_analysis(tmp_path, 
         GradModeChecker._by_root, GradModeChecker._locator, GradModeChecker._named = {}, None, ["."]
         GradModeChecker._config_files, GradModeChecker._loose_folders, GradModeChecker._groups = {}, None, None
         key = GradModeChecker._analysis_of(kernels)[0]
-        GradModeChecker._prefetching = {key: (str(tmp_path / "lock"), str(results), token)}
+        GradModeChecker._prefetching = {key: (str(tmp_path / "lock"), str(results), token, -1)}
         found = GradModeChecker._project_findings(kernels)
         assert (found.get(kernels) == [sentinel]) is from_file and (not analysed) is from_file
         analysed.clear()
