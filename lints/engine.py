@@ -23,7 +23,7 @@ from .module_names import import_root, module_name_for, module_names_for
 from .options import Config
 from .project_roots import ProjectLocator, excluded_from_here, is_own_project, package_only, root_spelling
 from .sources import MAX_FILE_BYTES, read_source, text_reader
-from .summary_cache import CACHE_FORMAT, MemorySummaries, SummaryCache, decoded_json, encode_json, words_in
+from .summary_cache import CACHE_FORMAT, KeptWords, MemorySummaries, SummaryCache, decoded_json, encode_json, words_in
 from .summary_jobs import ProjectFile, collect_summaries, content_key, text_key
 from .summary_records import forget_shared_objects
 from .walk import WALKS_FILE, discover, excluded_below, walks_kept_in
@@ -259,27 +259,30 @@ def _made_of(base: str, root: str, entries: list[ProjectFile], words: list[str],
     return made_of
 
 
-def _kept_project_words(cache: SummaryCache, made_of: dict) -> Optional[tuple[str, str, str]]:
-    """(id, words kept, words added since) of the project's words the results ``made_of`` name; None for none."""
+def _kept_project_words(cache: SummaryCache, made_of: dict, names: Collection[str]
+                        ) -> Optional[tuple[str, str, set[str]]]:
+    """(id, words added since, those of ``names`` among the words kept) of the project's words the results
+    ``made_of`` name; None for none."""
     named = made_of.get("project_words")
     if not isinstance(named, dict) or not isinstance(named.get("id"), str) or not isinstance(named.get("added"), str):
         return None
     added = named["added"]
-    # the added names between spaces, as the kept words are: `` name `` is sought in both
-    kept = cache.project_words(named["id"]) if added.startswith(" ") and added.endswith(" ") else None
-    return (named["id"], kept, added) if kept is not None else None
+    # the added names between spaces: `` name `` is sought there
+    held = cache.words_held(named["id"], names) if added.startswith(" ") and added.endswith(" ") else None
+    return (named["id"], added, held) if held is not None else None
 
 
 def _project_words(cache: SummaryCache, entries: list[ProjectFile], summarised: Collection[str],
-                   before: Optional[dict], base: str) -> tuple[Optional[dict], Optional[tuple[str, str]]]:
+                   before: Optional[dict], base: str) -> tuple[Optional[dict], Optional[KeptWords]]:
     """At least every identifier of the project's rows as saved (``SummaryCache.row_identifiers``), so that a carry
     finds a name no row holds without reading any row (sglang: 29 ms): (what the results name, ``{"id": ...,
-    "added": " "}``; (id, `` a b c ``) to keep beside them where new). The words of the last results with those of
+    "added": " "}``; the words to keep beside them where they changed). The words of the last results with those of
     the rows that changed since (a row of the same path, module name and key is the same summary); every row's where
     there are none, or many rows changed. A superset: a word of a row since changed or gone stays until then, and only
     makes a carry read the rows. (None, None) where a row cannot be read."""
     made_of = before.get("made_of") if isinstance(before, dict) else None
-    kept = _kept_project_words(cache, made_of) if isinstance(made_of, dict) and made_of.get("base") == base else None
+    kept = _kept_project_words(cache, made_of, ()) if isinstance(made_of, dict) and made_of.get("base") == base \
+        else None
     files = made_of.get("files") if kept is not None else None
     found: Optional[set[bytes]] = None
     if kept is not None and isinstance(files, list):
@@ -290,23 +293,30 @@ def _project_words(cache: SummaryCache, entries: list[ProjectFile], summarised: 
         if len(changed) < BULK_SUMMARIES:
             found = cache.row_identifiers(changed) if changed else set()
     if found is not None:
-        words_id, words, added = kept
-        new = (found | set(added.encode("ascii", "replace").split())) - set(words.encode("ascii", "replace").split())
-        if not new:
-            return {"id": words_id, "added": " "}, None
-        words += _spaced(new)
-    else:
-        found = cache.row_identifiers({e.path: e.key for e in entries if e.path in summarised})
-        if found is None:
-            return None, None
-        words = " " + _spaced(found)
-    words_id = hashlib.sha256(words.encode("ascii", "replace")).hexdigest()[:16]  # the same words, the same id
-    return {"id": words_id, "added": " "}, (words_id, words)
+        words_id, added, _ = kept
+        candidates = _texts(found | set(added.encode("ascii", "replace").split()))
+        held = cache.words_held(words_id, candidates)
+        if held is not None:
+            new = candidates - held
+            if not new:
+                return {"id": words_id, "added": " "}, None
+            new_id = hashlib.sha256(f"{words_id} {_spaced(new)}".encode("ascii", "replace")).hexdigest()[:16]
+            return {"id": new_id, "added": " "}, KeptWords(new_id, new, replace=False)
+    found = cache.row_identifiers({e.path: e.key for e in entries if e.path in summarised})
+    if found is None:
+        return None, None
+    words = _texts(found)
+    words_id = hashlib.sha256(f" {_spaced(words)}".encode("ascii", "replace")).hexdigest()[:16]  # the same words, id
+    return {"id": words_id, "added": " "}, KeptWords(words_id, words, replace=True)
 
 
-def _spaced(words: set[bytes]) -> str:
+def _texts(words: set[bytes]) -> set[str]:
+    return {word.decode("ascii", "replace") for word in words}
+
+
+def _spaced(words: set[str]) -> str:
     """``words`` sorted, each followed by a space."""
-    return "".join(f"{word} " for word in sorted(w.decode("ascii", "replace") for w in words))
+    return "".join(f"{word} " for word in sorted(words))
 
 
 def library_words(library: dict[str, dict]) -> list[str]:
@@ -347,7 +357,7 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], base: str, m
     if not changed or len(changed) > MOVED_FILES_MAX or not isinstance(errors, dict) or any(
             entry.path in errors or not key for entry, key in changed):
         return None
-    old = {entry.path: cache.get(entry.path, key) for entry, key in changed}
+    old = {entry.path: cache.get(entry.path, key, records=False) for entry, key in changed}  # compared as JSON
     if any(summary is None for summary in old.values()):
         return None
     fresh, fresh_errors = collect_summaries([entry for entry, _ in changed], 1, cache, max_bytes, overrides,
@@ -360,8 +370,9 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], base: str, m
     changed_paths = {entry.path for entry, _ in changed}
     names = sorted(set().union(*(rebound_constants(old[p], fresh[p]) for p in sorted(changed_paths))))
     others: Optional[list[dict]] = []  # the other files' summaries that may mention one of them
-    project_words = _kept_project_words(cache, made_of) if names else None
-    if project_words is not None and not any(f" {name} " in words for name in names for words in project_words[1:]):
+    project_words = _kept_project_words(cache, made_of, names) if names else None
+    if project_words is not None and not project_words[2] and not any(f" {name} " in project_words[1]
+                                                                      for name in names):
         pass  # no row of the analysed project holds one (``_project_words``): none need be read
     elif names:  # from one snapshot of the rows, each of which must be its file's summary as analysed
         rows = cache.rows_mentioning(names)
@@ -385,9 +396,9 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], base: str, m
         return None
     named = made_of.get("project_words") if not names else None  # nothing (un)bound: the words stand
     if project_words is not None:  # a carried file's identifiers are its last ones and the names it (un)binds
-        words_id, kept, added = project_words
+        words_id, added, held = project_words
         named = {"id": words_id, "added": added + "".join(
-            f"{name} " for name in names if f" {name} " not in kept and f" {name} " not in added)}
+            f"{name} " for name in names if name not in held and f" {name} " not in added)}
     return (moved[0], {p: FileError(p, str(m)) for p, m in errors.items()}, serving._replace(evidence=moved[1]),
             [str(word) for word in words], named)
 

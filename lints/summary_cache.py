@@ -12,7 +12,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Collection, Iterable, NamedTuple, Optional
 
 from . import __version__
 from .cache_folders import ignore_in_git
@@ -57,15 +57,27 @@ _TABLES = {
     # order, and reading one after a summary walks its overflow pages (the stamps of sglang's rows: 33 ms, not 8)
     "summaries": "CREATE TABLE summaries (path BLOB PRIMARY KEY, key TEXT NOT NULL, stamp TEXT, words TEXT NOT NULL, "
                  "summary TEXT NOT NULL)",
+    # the project's words kept with the results (``engine._project_words``; their id is the fact "project_words"): a
+    # carry looks a few names up here (sglang's 149 K words as one text of 2.6 MB took 4-5 ms to read and search)
+    "project_words": "CREATE TABLE project_words (word TEXT PRIMARY KEY) WITHOUT ROWID",
 }
 # Every run reads each row's path, key and stamp: from this index, not from the table's pages, which hold the
 # summaries too (sglang's 4,719 rows: 5 ms, not 11).
 _INDEXES = {"stamps": "CREATE INDEX stamps ON summaries (path, key, stamp)"}
 _SCHEMA = sorted([("table", name, sql) for name, sql in _TABLES.items()]
                  + [("index", name, sql) for name, sql in _INDEXES.items()]
-                 + [("index", f"sqlite_autoindex_{name}_1", None) for name in _TABLES], key=lambda row: row[1])
+                 + [("index", f"sqlite_autoindex_{name}_1", None) for name, sql in _TABLES.items()
+                    if not sql.endswith("WITHOUT ROWID")], key=lambda row: row[1])
 # How long a run waits for another run writing the same cache (flake8's processes, an editor and a hook).
 BUSY_SECONDS = 20.0
+
+
+class KeptWords(NamedTuple):
+    """The project's words to keep beside results (``SummaryCache.save_results``)."""
+
+    id: str  # what the results name them by (``made_of["project_words"]["id"]``)
+    words: Collection[str]  # added to those kept, or in their place
+    replace: bool  # whether they replace those kept (else they are added)
 
 
 class SummaryCache:
@@ -177,9 +189,9 @@ class SummaryCache:
         return data if data is not None and data.get("digest") == digest else None
 
     def save_results(self, digest: str, findings: list[Finding], errors: dict[str, FileError], serving,
-                     made_of: Optional[dict] = None, project_words: Optional[tuple[str, str]] = None) -> None:
+                     made_of: Optional[dict] = None, project_words: Optional["KeptWords"] = None) -> None:
         """``made_of``: what a later run needs to tell whether its change can move these (``lints.shifts``);
-        ``project_words``: (id, text) of the project's words to keep beside them (``project_words``), where new."""
+        ``project_words``: the project's words to keep beside them (``words_held``), where they changed."""
         data = {"digest": digest, "findings": [f.to_dict() for f in findings],
                 "errors": {p: e.message for p, e in errors.items()}, "serving": list(serving),
                 "made_of": made_of}
@@ -194,21 +206,32 @@ class SummaryCache:
         self._results = None  # read again if asked: as written
         statements = [("INSERT OR REPLACE INTO facts VALUES ('results', ?)", (text,))]
         if project_words is not None:  # in the same transaction
-            statements.append(("INSERT OR REPLACE INTO facts VALUES ('project_words', ?)",
-                               (f"{project_words[0]}\n{project_words[1]}",)))
+            if project_words.replace:
+                statements.append(("DELETE FROM project_words", ()))
+            statements += [("INSERT OR IGNORE INTO project_words SELECT value FROM json_each(?)",
+                            (encode_json(sorted(project_words.words)),)),
+                           ("INSERT OR REPLACE INTO facts VALUES ('project_words', ?)", (project_words.id,))]
         self._store(statements)
 
-    def project_words(self, words_id: str) -> Optional[str]:
-        """The project's words kept with results (``engine._project_words``) under ``words_id``; None where those kept
-        are of another id (another run's, written since), or none are. Apart from the results: megabytes on a big
-        tree, written when an analysis finds new words and not by each run that carries its findings."""
+    def words_held(self, words_id: str, names: Collection[str]) -> Optional[set[str]]:
+        """Those of ``names`` among the project's words kept with results (``engine._project_words``) under
+        ``words_id``; None where those kept are of another id (another run's, written since), or none are. Apart from
+        the results, a word a row: 149 K on sglang, written when an analysis finds new words and not by each run that
+        carries its findings, and looked up by name."""
         if self.folder is None:
             return None
-        row = self._row("SELECT value FROM facts WHERE name = 'project_words'", ())
-        if row is None or not isinstance(row[0], str):
+        db = self._connection()
+        if db is None:
             return None
-        kept_id, _, words = row[0].partition("\n")
-        return words if kept_id == words_id and words.startswith(" ") and words.endswith(" ") else None
+        try:
+            kept_id = db.execute("SELECT value FROM facts WHERE name = 'project_words'").fetchone()
+            if kept_id is None or kept_id[0] != words_id:
+                return None
+            held = db.execute("SELECT word FROM project_words WHERE word IN (SELECT value FROM json_each(?))",
+                              (encode_json(sorted(names)),)).fetchall()
+        except (sqlite3.Error, MemoryError):
+            return None
+        return {word for word, in held if isinstance(word, str)}
 
     def is_empty(self) -> bool:
         """Nothing saved yet (without reading it: the summaries are tens of MB on a big tree)."""
@@ -232,7 +255,10 @@ class SummaryCache:
         return self._known
 
     # -- summaries ---------------------------------------------------------------------------------------
-    def get(self, path: str, key: str) -> Optional[dict]:
+    def get(self, path: str, key: str, records: bool = True) -> Optional[dict]:
+        """The summary of ``path`` as of ``key``; ``records`` off: as JSON decodes it, neither with its records
+        (``with_records``: half of a row's reading, which comparing two summaries as JSON does not need) nor kept
+        for a later ``get``."""
         entry = self._entries.get(path)
         if entry is not None:
             return entry[1] if entry[0] == key else None
@@ -247,6 +273,8 @@ class SummaryCache:
         if (isinstance(summary, dict) and summary.get("schema") == SCHEMA and isinstance(summary.get("path"), str)
                 and _well_shaped(summary)):
             summary["path"] = path  # the row's writer may have spelt the root otherwise
+            if not records:
+                return summary
             if records_or_none(summary) is None:
                 return None
             self._entries[path] = [key, summary]
@@ -562,12 +590,12 @@ class MemorySummaries(SummaryCache):
                 self._known = dict(self._beside.known_keys()) if self._beside is not None else {}
             return self._known
 
-    def get(self, path: str, key: str) -> Optional[dict]:
+    def get(self, path: str, key: str, records: bool = True) -> Optional[dict]:
         with self._lock:
             if path in self._entries or self._beside is None:
-                return super().get(path, key)
-            summary = self._beside.get(path, key)
-            if summary is not None:
+                return super().get(path, key, records)
+            summary = self._beside.get(path, key, records)
+            if summary is not None and records:
                 self._entries[path] = [key, summary]  # read, not put: nothing to write
                 self._read_beside.add(path)
             return summary
