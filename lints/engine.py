@@ -24,7 +24,7 @@ from .options import Config
 from .project_roots import ProjectLocator, excluded_from_here, is_own_project, package_only, root_spelling
 from .sources import MAX_FILE_BYTES, read_source, text_reader
 from .summary_cache import CACHE_FORMAT, KeptWords, MemorySummaries, SummaryCache, decoded_json, encode_json, words_in
-from .summary_jobs import ProjectFile, collect_summaries, content_key, text_key
+from .summary_jobs import ProjectFile, collect_summaries, content_key, file_stamp, text_key
 from .summary_records import forget_shared_objects
 from .walk import WALKS_FILE, discover, excluded_below, walks_kept_in
 from .warn import warn
@@ -50,13 +50,15 @@ class ProjectRun:
 
 def project_files(root: str, config: Config, extra: Sequence[str] = (),
                   overrides: Optional[dict[str, str]] = None, read_keys: bool = True,
-                  max_bytes: int = MAX_FILE_BYTES, known_keys: Optional[dict] = None,
+                  max_bytes: int = MAX_FILE_BYTES, cache: Optional[SummaryCache] = None,
                   walked: Optional[list[str]] = None,
                   stats: Optional[dict[str, Optional[os.stat_result]]] = None,
                   last: Optional[dict] = None) -> list[ProjectFile]:
-    """``walked``: what ``project_walk(root, config)`` found already; ``stats``: what ``file_stats`` took of its
-    files (a file it lacks, or could not stat, is looked at again); ``last``: what the last results were made of
-    (``_made_of``), whose module names stand where the files are the same, named from the same folders."""
+    """``cache``: the stamps its rows keep (``known_keys``), where a file's key need not be read again; ``walked``:
+    what ``project_walk(root, config)`` found already; ``stats``: what ``file_stats`` took of its files (a file it
+    lacks, or could not stat, is looked at again); ``last``: what the last results were made of (``_made_of``),
+    whose module names stand where the files are the same, named from the same folders, and whose keys stand where a
+    file's stamp is as it was then (no row's stamp read: 5 ms on sglang)."""
     if walked is None:
         walked = project_walk(root, config)
     files = list(walked)  # a walk of folders spells each file as normpath does (``discover``)
@@ -81,15 +83,30 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
         elif overrides and path in overrides:
             files[where[absolute]] = path
     entries = []
-    for path, (module, is_package) in zip(files, _last_modules(files, root, last) or module_names_for(
-            files, import_root(root))):
+    unknown = []  # the files whose key is read or remembered by the rows
+    last_files = _last_files(files, root, last)
+    for index, (path, (module, is_package, *_)) in enumerate(zip(files, last_files or module_names_for(
+            files, import_root(root)))):
         if overrides and path in overrides:
-            key: Optional[str] = text_key(path, overrides[path], max_bytes)
-        elif not read_keys:
-            key = None
-        else:
-            key = content_key(path, max_bytes, known_keys, stats.get(path) if stats is not None else None)
-        entries.append(ProjectFile(path, module, is_package, key))
+            entries.append(ProjectFile(path, module, is_package, text_key(path, overrides[path], max_bytes)))
+            continue
+        entry = ProjectFile(path, module, is_package, None)
+        entries.append(entry)
+        if read_keys:
+            status = stats.get(path) if stats is not None else None
+            if last_files is not None and status is not None and last_files[index][2] == file_stamp(status, max_bytes):
+                entry.key, entry.stamp = last_files[index][3], last_files[index][2]
+            else:
+                unknown.append(entry)
+    if unknown:
+        known = cache.known_keys_of([entry.path for entry in unknown]) if cache is not None else None
+        remembered = dict(known) if known is not None else {}
+        for entry in unknown:
+            entry.key = content_key(entry.path, max_bytes, known, stats.get(entry.path) if stats is not None else None)
+            kept = known.get(entry.path) if known is not None else None
+            entry.stamp = kept[0] if kept is not None and kept[1] == entry.key else None
+        if cache is not None and known is not None:
+            cache.remember_keys({path: value for path, value in known.items() if remembered.get(path) != value})
     return entries
 
 
@@ -103,18 +120,22 @@ _PACKAGE_ENDS = tuple(sep + name for sep in dict.fromkeys([os.sep, os.altsep or 
                       for name in ("__init__.py", "__init__"))
 
 
-def _last_modules(files: list[str], root: str, last: Optional[dict]) -> Optional[list[tuple[str, bool]]]:
-    """(module, is package) of each of ``files`` as the last results named them, where they named these very files
-    from the same folders (``module_names_for``: 8 ms of a carry on sglang); None otherwise."""
+def _last_files(files: list[str], root: str, last: Optional[dict]
+                ) -> Optional[list[tuple[str, bool, Optional[str], Optional[str]]]]:
+    """(module, is package, stamp, key) of each of ``files`` as the last results had them, where they named these very
+    files from the same folders (``module_names_for``: 8 ms of a carry on sglang); None otherwise."""
     named = last.get("files") if isinstance(last, dict) and last.get("named_from") == _named_from(root) else None
     if not isinstance(named, list) or len(named) != len(files):
         return None
-    modules = []
+    found = []
     for path, entry in zip(files, named):
-        if not (isinstance(entry, list) and len(entry) == 3 and entry[0] == path and isinstance(entry[1], str)):
+        if not (isinstance(entry, list) and len(entry) == 4 and entry[0] == path and isinstance(entry[1], str)):
             return None
-        modules.append((entry[1], path.endswith(_PACKAGE_ENDS) or path in ("__init__.py", "__init__")))
-    return modules
+        stamp, key = entry[3], entry[2]
+        known = type(stamp) is str and type(key) is str
+        found.append((entry[1], path.endswith(_PACKAGE_ENDS) or path in ("__init__.py", "__init__"),
+                      stamp if known else None, key if known else None))
+    return found
 
 
 def project_walk(root: str, config: Config) -> list[str]:
@@ -252,7 +273,7 @@ def _made_of(base: str, root: str, entries: list[ProjectFile], words: list[str],
     """What a run's results were made of, file by file, for a later run to tell what changed since
     (``words``: the installed libraries' summaries' identifiers, ``library_words``; ``project_words``: which of the
     project's are kept beside them, ``_project_words``)."""
-    made_of = {"base": base, "files": [[e.path, e.module, e.key] for e in entries],
+    made_of = {"base": base, "files": [[e.path, e.module, e.key, e.stamp] for e in entries],
                "named_from": _named_from(root), "library_words": words}
     if project_words is not None:
         made_of["project_words"] = project_words
@@ -287,7 +308,7 @@ def _project_words(cache: SummaryCache, entries: list[ProjectFile], summarised: 
     found: Optional[set[bytes]] = None
     if kept is not None and isinstance(files, list):
         # a row of the same path, module name and key is the same summary (a moved import root renames modules)
-        unchanged = {tuple(f) for f in files if isinstance(f, list) and len(f) == 3}
+        unchanged = {tuple(f[:3]) for f in files if isinstance(f, list) and len(f) == 4}
         changed = {e.path: e.key for e in entries
                    if (e.path, e.module, e.key) not in unchanged and e.path in summarised}
         if len(changed) < BULK_SUMMARIES:
@@ -348,7 +369,7 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], base: str, m
         return None
     changed: list[tuple[ProjectFile, str]] = []
     for entry, was in zip(entries, before):
-        if not (isinstance(was, list) and len(was) == 3 and was[0] == entry.path and was[1] == entry.module
+        if not (isinstance(was, list) and len(was) == 4 and was[0] == entry.path and was[1] == entry.module
                 and isinstance(was[2], str)):
             return None
         if was[2] != entry.key:
@@ -540,7 +561,7 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
                 cache.limit_to_sources(_source_bytes([*walked, *extra], overrides, stats))
             last = cache.last_results() if read_keys else None
             entries = project_files(root, config, extra, overrides, read_keys=read_keys, max_bytes=max_bytes,
-                                    known_keys=cache.known_keys() if cache is not None else None, walked=walked,
+                                    cache=cache, walked=walked,
                                     stats=stats, last=last.get("made_of") if isinstance(last, dict) else None)
     # results are saved with summaries: without any, they cannot be a hit
     if not entries:  # nothing to keep: no cache folder is made (a workspace above its checkouts has none)

@@ -47,6 +47,7 @@ CACHE_SLACK_BYTES = 16 << 20
 
 CACHE_FILE = "cache.sqlite3"
 MAX_TEXTS_SOUGHT = 64  # ``rows_mentioning``: names sought in one pass
+MAX_ROWS_ONE_BY_ONE = 64  # ``known_keys_of``: more paths than this read every row's stamp at once
 # The tables of a cache file, exactly: a file with anything else (a trigger, a view, another table:
 # the checkout's to plant) is no cache of ours and is replaced.
 _TABLES = {
@@ -103,6 +104,10 @@ class SummaryCache:
         self._opened = False
         self._stored: dict[bytes, str] = {}  # row path (``_row_path``) -> key of each row of the file as read
         self._stamps: dict[bytes, tuple] = {}  # row path -> (stamp, key) of each row with a stamp, as read or saved
+        # whether the two above are read (``_read_rows``: 5 ms on sglang, which a run that finds its files as its last
+        # results name them does not need before its findings are out)
+        self._rows_read = False
+        self._learnt: dict[str, tuple] = {}  # path -> (stamp, key) learnt before ``known_keys`` was read
         self._known_as_read: Optional[dict[str, tuple]] = None  # ``_known`` as ``known_keys`` gave it, or as saved
         self._known: Optional[dict[str, tuple]] = None  # the same, as this run learns them (``known_keys``)
         self._entries: dict[str, list] = {}  # path -> [key, summary] read or put by this run
@@ -145,22 +150,33 @@ class SummaryCache:
                                                    ).fetchall() != [(CACHE_FORMAT,)]:
                     db.close()
                     return None
-                with collector_paused():
-                    # a row of ours has a path of bytes and a key of text (one whose path does not decode is no file's:
-                    # ``known_keys`` leaves it out, and it is pruned)
-                    rows = [row for row in db.execute("SELECT path, key, stamp FROM summaries").fetchall()
-                            if type(row[0]) is bytes and type(row[1]) is str]
-                    self._stored = {path: key for path, key, _ in rows}
-                    # a stamp as ``file_stamp`` writes it, or one no file's stamp equals
-                    self._stamps = {path: (stamp, key) for path, key, stamp in rows if type(stamp) is str}
             except BaseException:
                 db.close()
                 raise
         except (OSError, sqlite3.Error, MemoryError):
-            self._stored, self._stamps = {}, {}
             return None
         self._db, self._rewrite = db, False
         return db
+
+    def _read_rows(self) -> None:
+        """Each row's path, key and stamp, once (``_stored``, ``_stamps``)."""
+        if self._rows_read:
+            return
+        self._rows_read = True
+        db = self._connection()
+        if db is None or self._rewrite:
+            return
+        try:
+            with collector_paused():
+                # a row of ours has a path of bytes and a key of text (one whose path does not decode is no file's:
+                # ``known_keys`` leaves it out, and it is pruned)
+                rows = [row for row in db.execute("SELECT path, key, stamp FROM summaries").fetchall()
+                        if type(row[0]) is bytes and type(row[1]) is str]
+        except (sqlite3.Error, MemoryError):
+            return
+        self._stored = {path: key for path, key, _ in rows}
+        # a stamp as ``file_stamp`` writes it, or one no file's stamp equals
+        self._stamps = {path: (stamp, key) for path, key, stamp in rows if type(stamp) is str}
 
     def _row(self, query: str, args: tuple) -> Optional[tuple]:
         db = self._connection()
@@ -243,7 +259,7 @@ class SummaryCache:
         """path -> (stamp, key): files whose stamp is as it was need not be read to be hashed again
         (``summary_jobs.content_key`` adds what it learns; ``save`` keeps it with the rows)."""
         if self._known is None:
-            self._connection()
+            self._read_rows()
             known = {}
             for row, value in self._stamps.items():
                 try:
@@ -252,7 +268,30 @@ class SummaryCache:
                     continue
             self._known = known
             self._known_as_read = dict(self._known)
+            known.update(self._learnt)
+            self._learnt = {}
         return self._known
+
+    def known_keys_of(self, paths: Collection[str]) -> dict[str, tuple]:
+        """``known_keys`` of ``paths`` alone: a few of them read row by row, without reading every row's stamp. What
+        ``content_key`` adds to it is this run's to ``remember_keys``."""
+        if self._known is not None or len(paths) > MAX_ROWS_ONE_BY_ONE or self.folder is None:
+            known = self.known_keys()
+            return {path: known[path] for path in paths if path in known}
+        found = {}
+        for path in paths:
+            row = self._row("SELECT key, stamp FROM summaries WHERE path = ?", (self._row_path(path),))
+            if row is not None and type(row[0]) is str and type(row[1]) is str:
+                found[path] = (row[1], row[0])
+        found.update((path, self._learnt[path]) for path in paths if path in self._learnt)
+        return found
+
+    def remember_keys(self, learnt: dict[str, tuple]) -> None:
+        """path -> (stamp, key) this run learnt: kept with the rows when they are saved."""
+        if self._known is not None:
+            self._known.update(learnt)
+        else:
+            self._learnt.update(learnt)
 
     # -- summaries ---------------------------------------------------------------------------------------
     def get(self, path: str, key: str, records: bool = True) -> Optional[dict]:
@@ -264,9 +303,10 @@ class SummaryCache:
             return entry[1] if entry[0] == key else None
         self._connection()
         row_path = self._row_path(path)
-        if self._stored.get(row_path) != key:
+        if self._rows_read and self._stored.get(row_path) != key:
             return None
-        row = self._row("SELECT key, summary FROM summaries WHERE path = ?", (row_path,))
+        # the summary is read only for a row of that key (SQLite reads a row's columns as they are asked for)
+        row = self._row("SELECT key, summary FROM summaries WHERE path = ? AND key = ?", (row_path, key))
         if row is None or row[0] != key or not isinstance(row[1], str):
             return None
         summary = decoded_json(row[1])
@@ -372,7 +412,7 @@ class SummaryCache:
         """Drop every entry read: the run summarises each file afresh and rewrites the whole file."""
         self._connection()
         self._entries, self._texts, self._words, self._stored, self._changed = {}, {}, {}, {}, set()
-        self._stamps, self._gone, self._rewrite, self.reused = {}, set(), True, 0
+        self._stamps, self._gone, self._rewrite, self.reused, self._rows_read = {}, set(), True, 0, True
 
     def put(self, path: str, key: str, summary: dict, text: Optional[str] = None, words: Optional[str] = None) -> None:
         """Record ``summary``; ``text``, its JSON encoding, and ``words``, that text's ``row_words``, where they were
@@ -389,7 +429,7 @@ class SummaryCache:
     def prune(self, live: Iterable[str]) -> None:
         """Keep only the files ``live`` (paths as this run spells them)."""
         live_rows = {self._row_path(path) for path in live}
-        self._connection()
+        self._read_rows()
         for path in [p for p in self._entries if self._row_path(p) not in live_rows]:
             self._entries.pop(path, None)
             self._texts.pop(path, None)
@@ -402,7 +442,9 @@ class SummaryCache:
         transaction, so that a run killed while it writes leaves the file as it was."""
         if self.path is None or self.read_only:
             return
-        self._connection()
+        self._read_rows()
+        if self._learnt:
+            self.known_keys()  # what this run learnt, beside the stamps as read
         if not (self._changed or self._gone or self._rewrite or self._known and self._known != self._known_as_read):
             return
         inserts, deletes, failed = [], set(self._gone), None
@@ -588,7 +630,13 @@ class MemorySummaries(SummaryCache):
         with self._lock:
             if self._known is None:
                 self._known = dict(self._beside.known_keys()) if self._beside is not None else {}
+                self._known.update(self._learnt)
+                self._learnt = {}
             return self._known
+
+    def remember_keys(self, learnt: dict[str, tuple]) -> None:
+        with self._lock:
+            super().remember_keys(learnt)
 
     def get(self, path: str, key: str, records: bool = True) -> Optional[dict]:
         with self._lock:

@@ -29,6 +29,8 @@ class ProjectFile:
     # content hash; "" when unreadable (summarising reports why); None when not read yet: with no
     # cached summaries to compare, the worker that summarises a file hashes it (read once, not twice)
     key: Optional[str]
+    # the file's stamp (``file_stamp``) that ``key`` stands for, where one was taken and settled
+    stamp: Optional[str] = None
 
 
 def file_key(raw: bytes) -> str:
@@ -134,17 +136,19 @@ def collect_summaries(entries: list[ProjectFile], jobs: int, cache: Optional[Sum
         if progress is not None:
             progress.close()
     # the stamps the workers took: the next run need not read these files again to hash them
-    known = cache.known_keys() if cache is not None else None
+    learnt = {}
     for job, entry, (key, stamp, result, *text) in zip(todo, todo_entries, results):
-        entry.key = key
+        entry.key, entry.stamp = key, stamp if key else None
         if isinstance(result, FileError):
             errors[job.path] = result
         else:
             summaries[job.path] = result
             if cache is not None and key:
                 cache.put(job.path, key, result, *text)
-                if stamp is not None and known is not None:
-                    known[job.path] = (stamp, key)
+                if stamp is not None:
+                    learnt[job.path] = (stamp, key)
+    if cache is not None and learnt:
+        cache.remember_keys(learnt)
     if cache is not None and prune:
         cache.prune(summaries)
     return summaries, errors

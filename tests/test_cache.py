@@ -1152,3 +1152,38 @@ def test_a_cold_run_keeps_the_stamps_its_files_were_read_by(tmp_path, monkeypatc
     edited.write_text(edited.read_text() + "# an edit after the cold run\n")
     found, run = _findings(root)
     assert found == cold and [os.path.basename(path) for path in opened] == [edited.name]
+
+
+def test_a_run_takes_the_keys_of_files_as_its_last_results_had_them_and_reads_no_rows_stamp_before_its_findings(
+        tmp_path, monkeypatch):
+    """The last results keep each file's stamp: a run that finds the other files as they had them takes their keys
+    from there, and reads no row's stamp (every row's: 5 ms on sglang) until its findings are out. A file rewritten
+    in place with its old size and times (its ctime moved) is read again, and what was learnt is kept for the next."""
+    from lints import summary_cache, summary_jobs, walk
+    from lints.summary_cache import SummaryCache
+
+    monkeypatch.setattr(walk, "RACY_NANOSECONDS", 0)  # the files were written just now
+    monkeypatch.setattr(summary_cache, "MAX_ROWS_ONE_BY_ONE", 1)  # as for a big project's files
+    root = _project_with_others(tmp_path)
+    cold, _ = _findings(root, jobs=1)
+    events: list[str] = []
+    real_read = SummaryCache._read_rows
+    monkeypatch.setattr(SummaryCache, "_read_rows", lambda self: events.append("rows") or real_read(self))
+    hashed: list[bytes] = []
+    real_key = summary_jobs.file_key
+    monkeypatch.setattr(summary_jobs, "file_key", lambda raw: hashed.append(raw) or real_key(raw))
+    edited = root / "engine" / "other2.py"
+    edited.write_text(edited.read_text() + "_new_constant = 1\n")
+    found, run = _findings(root, jobs=1, findings_ready=lambda run: events.append("findings"))
+    assert found == cold and run.analysis is None  # carried
+    assert events[0] == "findings" and {raw.decode() for raw in hashed} == {edited.read_text()}
+    before = edited.stat()
+    edited.write_text(edited.read_text().replace("_new_constant", "_new_constanu"))  # the same size
+    os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert edited.stat().st_size == before.st_size and edited.stat().st_mtime_ns == before.st_mtime_ns
+    events.clear(), hashed.clear()
+    found, run = _findings(root, jobs=1, findings_ready=lambda run: events.append("findings"))
+    assert found == cold and events[0] == "findings" and {raw.decode() for raw in hashed} == {edited.read_text()}
+    hashed.clear()
+    found, run = _findings(root, jobs=1)
+    assert found == cold and run.analysis is None and hashed == []  # a hit, with every key as the last run kept it

@@ -621,7 +621,7 @@ def test_the_projects_words_are_none_where_a_row_is_of_another_key(tmp_path):
     run = _lint(root)
     with chdir(root):
         cache = SummaryCache(run.cache_folder, ".")
-        keys = {path: key for path, _, key in cache.last_results()["made_of"]["files"]}
+        keys = {path: key for path, _, key, _ in cache.last_results()["made_of"]["files"]}
         assert b"CudaGraphRunner" in cache.row_identifiers(keys)
         assert cache.row_identifiers({**keys, "engine/main.py": "0" * 32}) is None
         assert cache.row_identifiers({**keys, "engine/absent.py": keys["engine/main.py"]}) is None
