@@ -11,7 +11,7 @@ import functools
 import hashlib
 import os
 from pathlib import Path
-from typing import Callable, Collection, Optional, Sequence
+from typing import Callable, Collection, NamedTuple, Optional, Sequence
 
 from .cache_folders import cache_folder, markerless_cache_folder
 from .gitignore import forget as forget_ignore_files
@@ -280,17 +280,23 @@ def _made_of(base: str, root: str, entries: list[ProjectFile], words: list[str],
     return made_of
 
 
-def _kept_project_words(cache: SummaryCache, made_of: dict, names: Collection[str]
-                        ) -> Optional[tuple[str, str, set[str]]]:
-    """(id, words added since, those of ``names`` among the words kept) of the project's words the results
-    ``made_of`` name; None for none."""
+class _NamedWords(NamedTuple):
+    """The project's words some results name (``_kept_project_words``)."""
+
+    id: str  # of the words kept beside them
+    added: str  # the names bound since, each between spaces
+    held: set[str]  # those of the names asked about among the words kept
+
+
+def _kept_project_words(cache: SummaryCache, made_of: dict, names: Collection[str]) -> Optional[_NamedWords]:
+    """The project's words the results ``made_of`` name, and which of ``names`` they hold; None for none."""
     named = made_of.get("project_words")
     if not isinstance(named, dict) or not isinstance(named.get("id"), str) or not isinstance(named.get("added"), str):
         return None
     added = named["added"]
     # the added names between spaces: `` name `` is sought there
     held = cache.words_held(named["id"], names) if added.startswith(" ") and added.endswith(" ") else None
-    return (named["id"], added, held) if held is not None else None
+    return _NamedWords(named["id"], added, held) if held is not None else None
 
 
 def _project_words(cache: SummaryCache, entries: list[ProjectFile], summarised: Collection[str],
@@ -314,8 +320,8 @@ def _project_words(cache: SummaryCache, entries: list[ProjectFile], summarised: 
         if len(changed) < BULK_SUMMARIES:
             found = cache.row_identifiers(changed) if changed else set()
     if found is not None:
-        words_id, added, _ = kept
-        candidates = _texts(found | set(added.encode("ascii", "replace").split()))
+        words_id = kept.id
+        candidates = _texts(found | set(kept.added.encode("ascii", "replace").split()))
         held = cache.words_held(words_id, candidates)
         if held is not None:
             new = candidates - held
@@ -392,8 +398,8 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], base: str, m
     names = sorted(set().union(*(rebound_constants(old[p], fresh[p]) for p in sorted(changed_paths))))
     others: Optional[list[dict]] = []  # the other files' summaries that may mention one of them
     project_words = _kept_project_words(cache, made_of, names) if names else None
-    if project_words is not None and not project_words[2] and not any(f" {name} " in project_words[1]
-                                                                      for name in names):
+    if project_words is not None and not project_words.held and not any(f" {name} " in project_words.added
+                                                                        for name in names):
         pass  # no row of the analysed project holds one (``_project_words``): none need be read
     elif names:  # from one snapshot of the rows, each of which must be its file's summary as analysed
         rows = cache.rows_mentioning(names)
@@ -417,9 +423,8 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], base: str, m
         return None
     named = made_of.get("project_words") if not names else None  # nothing (un)bound: the words stand
     if project_words is not None:  # a carried file's identifiers are its last ones and the names it (un)binds
-        words_id, added, held = project_words
-        named = {"id": words_id, "added": added + "".join(
-            f"{name} " for name in names if name not in held and f" {name} " not in added)}
+        named = {"id": project_words.id, "added": project_words.added + "".join(
+            f"{name} " for name in names if name not in project_words.held and f" {name} " not in project_words.added)}
     return (moved[0], {p: FileError(p, str(m)) for p, m in errors.items()}, serving._replace(evidence=moved[1]),
             [str(word) for word in words], named)
 
