@@ -59,6 +59,9 @@ class GradModeChecker:
     _loose_folders: ClassVar[Optional[list[str]]] = None  # the folders named outside any project, once needed
     _locator: ClassVar[Any] = None  # an ``project_roots.ProjectLocator`` for the run
     _config_files: ClassVar[dict[str, str]] = {}  # project root -> its [tool.gradmode] file ("" for none)
+    # project root -> its config, or the error reading it: read once per run (flake8's main process reads each project's
+    # before it forks its workers, which then need not read it again)
+    _configs: ClassVar[dict[str, Any]] = {}
     _stdin_name: ClassVar[Optional[str]] = None  # --stdin-display-name, when flake8 reads `-`
 
     def __init__(self, tree: ast.AST, filename: str, lines: Sequence[str]) -> None:
@@ -134,6 +137,7 @@ class GradModeChecker:
         cls._groups = cls._loose_folders = None
         cls._locator = None
         cls._config_files = {}
+        cls._configs = {}
         if cls.enabled and parallel and filenames and os.cpu_count() and os.cpu_count() > 1:
             cls._start_prefetch(filenames)
 
@@ -238,6 +242,18 @@ class GradModeChecker:
     @classmethod
     def config_for(cls, root: str) -> Config:
         """The project's [tool.gradmode] (found from its root), with flake8's options over it."""
+        if root not in cls._configs:
+            try:
+                cls._configs[root] = cls._read_config(root)
+            except ConfigError as exc:
+                cls._configs[root] = exc
+        found = cls._configs[root]
+        if isinstance(found, ConfigError):
+            raise found
+        return found
+
+    @classmethod
+    def _read_config(cls, root: str) -> Config:
         from pathlib import Path
 
         base, _ = load_config(Path(cls.explicit_config) if cls.explicit_config else None, start=Path(root))

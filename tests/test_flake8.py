@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from lints.options import ConfigError
+
 from .helpers import FIXTURES, ROOT, cache_fact, cache_rows, run_module, write_package
 
 BUGGY = FIXTURES / "lint" / "sglang_buggy.py"
@@ -1030,3 +1032,34 @@ def test_a_project_with_broken_settings_on_the_way_does_not_open_the_excluded_fo
                      "third_party/mid/svc/pyproject.toml": "[tool.gradmode]\n", "third_party/mid/svc/s.py": WARM_LOOSE})
     for front_end in (["lints", "--format", "concise"], ["flake8", "--select", "GM"]):
         assert _reported(_without_cache_env(*front_end, ".", cwd=tmp_path)) == ["app.py"], front_end
+
+
+def test_a_projects_config_is_read_once_a_run_and_afresh_by_the_next(tmp_path, monkeypatch):
+    """flake8's main process reads each project's config before it forks its workers, which then take it from there
+    instead of reading it again; the next run reads it afresh."""
+    from types import SimpleNamespace
+
+    from lints import flake8_plugin
+    from lints.flake8_plugin import GradModeChecker
+
+    for state in ("overrides", "explicit_config", "enabled", "_by_root", "_prefetching", "_named", "_groups",
+                  "_loose_folders", "_locator", "_config_files", "_configs", "_stdin_name"):
+        monkeypatch.setattr(GradModeChecker, state, getattr(GradModeChecker, state))  # as they were, afterwards
+    write_package(tmp_path, {**PACKAGE, "pyproject.toml": '[tool.gradmode]\nserving-grad-mode = "no_grad"\n'})
+    reads = []
+    real = flake8_plugin.load_config
+    monkeypatch.setattr(flake8_plugin, "load_config", lambda *a, **k: reads.append(a) or real(*a, **k))
+    options = SimpleNamespace(select=["GM"], jobs=None, filenames=[])  # one job: nothing forked
+    GradModeChecker.parse_options(options)
+    first = GradModeChecker.config_for(str(tmp_path))
+    assert GradModeChecker.config_for(str(tmp_path)) is first and len(reads) == 1
+    assert first.serving_grad_mode == "no_grad"
+    (tmp_path / "pyproject.toml").write_text('[tool.gradmode]\nserving-grad-mode = "inference_mode"\n')
+    GradModeChecker.parse_options(options)
+    assert GradModeChecker.config_for(str(tmp_path)).serving_grad_mode == "inference_mode" and len(reads) == 2
+    (tmp_path / "pyproject.toml").write_text('[tool.gradmode]\nserving-grad-mode = 3\n')
+    GradModeChecker.parse_options(options)
+    for _ in range(2):  # an error too is read once
+        with pytest.raises(ConfigError):
+            GradModeChecker.config_for(str(tmp_path))
+    assert len(reads) == 3
