@@ -314,7 +314,8 @@ def _project_words(cache: SummaryCache, entries: list[ProjectFile], summarised: 
     found: Optional[set[bytes]] = None
     if kept is not None and isinstance(files, list):
         # a row of the same path, module name and key is the same summary (a moved import root renames modules)
-        unchanged = {tuple(f[:3]) for f in files if isinstance(f, list) and len(f) == 4}
+        unchanged = {tuple(f[:3]) for f in files
+                     if isinstance(f, list) and len(f) == 4 and all(type(part) is str for part in f[:3])}
         changed = {e.path: e.key for e in entries
                    if (e.path, e.module, e.key) not in unchanged and e.path in summarised}
         if len(changed) < BULK_SUMMARIES:
@@ -328,13 +329,13 @@ def _project_words(cache: SummaryCache, entries: list[ProjectFile], summarised: 
             if not new:
                 return {"id": words_id, "added": " "}, None
             new_id = hashlib.sha256(f"{words_id} {_spaced(new)}".encode("ascii", "replace")).hexdigest()[:16]
-            return {"id": new_id, "added": " "}, KeptWords(new_id, new, replace=False)
+            return {"id": new_id, "added": " "}, KeptWords(new_id, new, added_to=words_id)
     found = cache.row_identifiers({e.path: e.key for e in entries if e.path in summarised})
     if found is None:
         return None, None
     words = _texts(found)
     words_id = hashlib.sha256(f" {_spaced(words)}".encode("ascii", "replace")).hexdigest()[:16]  # the same words, id
-    return {"id": words_id, "added": " "}, KeptWords(words_id, words, replace=True)
+    return {"id": words_id, "added": " "}, KeptWords(words_id, words)
 
 
 def _texts(words: set[bytes]) -> set[str]:

@@ -127,6 +127,8 @@ class GradModeChecker:
         )
         cls.explicit_config = getattr(options, "gradmode_config", None)
         cls._by_root = {}
+        for *_, ready in cls._prefetching.values():  # a run before this one in the process: its workers are done
+            _close(ready)
         cls._prefetching = {}
         jobs = getattr(options, "jobs", None)
         parallel = jobs is not None and (getattr(jobs, "is_auto", False) or getattr(jobs, "n_jobs", 1) > 1)
@@ -179,7 +181,7 @@ class GradModeChecker:
                 fd = _open_lock(lock, os.O_RDWR | os.O_CREAT)
             except (ConfigError, OSError):
                 continue  # the worker reports it, or analyses on its own
-            written = -1
+            ready = written = -1
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another flake8 on this project: not twice
                 token = os.urandom(16).hex()
@@ -192,12 +194,12 @@ class GradModeChecker:
                                      pass_fds=(fd, written), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
                 cls._prefetching[key] = (lock, results, token, ready)  # the child holds the lock until it exits
+                ready = -1  # kept for the workers
             except OSError:
                 pass
             finally:
-                os.close(fd)
-                if written >= 0:
-                    os.close(written)
+                for end in (fd, written, ready):
+                    _close(end)
 
     @staticmethod
     def _wait_for_prefetch(lock: str, prefetched: Callable[[], Optional[T]] = lambda: None,
@@ -491,6 +493,15 @@ report_deferred.parse_options = _reports_deferred  # type: ignore[attr-defined]
 
 # The largest prefetched result read back: a project's findings (sglang's are tens of KB).
 _MAX_PREFETCHED_BYTES = 16 << 20
+
+
+def _close(fd: int) -> None:
+    """Close ``fd`` where it is one (-1: none)."""
+    if fd >= 0:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _open_lock(path: str, flags: int) -> int:

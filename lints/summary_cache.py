@@ -48,6 +48,7 @@ CACHE_SLACK_BYTES = 16 << 20
 CACHE_FILE = "cache.sqlite3"
 MAX_TEXTS_SOUGHT = 64  # ``rows_mentioning``: names sought in one pass
 MAX_ROWS_ONE_BY_ONE = 64  # ``known_keys_of``: more paths than this read every row's stamp at once
+_WORDS_A_QUERY = 500  # ``words_held``: under SQLite's limit on a statement's arguments (999 before 3.32)
 # The tables of a cache file, exactly: a file with anything else (a trigger, a view, another table:
 # the checkout's to plant) is no cache of ours and is replaced.
 _TABLES = {
@@ -78,7 +79,14 @@ class KeptWords(NamedTuple):
 
     id: str  # what the results name them by (``made_of["project_words"]["id"]``)
     words: Collection[str]  # added to those kept, or in their place
-    replace: bool  # whether they replace those kept (else they are added)
+    # the id of the words they are added to; None: they replace whatever is kept
+    added_to: Optional[str] = None
+
+
+class _Rows(NamedTuple):
+    """A statement's arguments for each of many rows (``SummaryCache._store``)."""
+
+    rows: Iterable[tuple]
 
 
 class SummaryCache:
@@ -222,11 +230,18 @@ class SummaryCache:
         self._results = None  # read again if asked: as written
         statements = [("INSERT OR REPLACE INTO facts VALUES ('results', ?)", (text,))]
         if project_words is not None:  # in the same transaction
-            if project_words.replace:
-                statements.append(("DELETE FROM project_words", ()))
-            statements += [("INSERT OR IGNORE INTO project_words SELECT value FROM json_each(?)",
-                            (encode_json(sorted(project_words.words)),)),
-                           ("INSERT OR REPLACE INTO facts VALUES ('project_words', ?)", (project_words.id,))]
+            words = sorted(project_words.words)
+            base = project_words.added_to
+            if base is None:
+                statements += [("DELETE FROM project_words", ()),
+                               ("INSERT OR IGNORE INTO project_words VALUES (?)", _Rows((word,) for word in words)),
+                               ("INSERT OR REPLACE INTO facts VALUES ('project_words', ?)", (project_words.id,))]
+            else:  # only to the words they were added to: another run may have replaced them since this one read them
+                kept_id = "(SELECT value FROM facts WHERE name = 'project_words')"
+                statements += [(f"INSERT OR IGNORE INTO project_words SELECT ? WHERE {kept_id} = ?",
+                                _Rows((word, base) for word in words)),
+                               (f"INSERT OR REPLACE INTO facts SELECT 'project_words', ? WHERE {kept_id} = ?",
+                                (project_words.id, base))]
         self._store(statements)
 
     def words_held(self, words_id: str, names: Collection[str]) -> Optional[set[str]]:
@@ -239,12 +254,16 @@ class SummaryCache:
         db = self._connection()
         if db is None:
             return None
+        sought = sorted(names)
+        held = []
         try:
             kept_id = db.execute("SELECT value FROM facts WHERE name = 'project_words'").fetchone()
             if kept_id is None or kept_id[0] != words_id:
                 return None
-            held = db.execute("SELECT word FROM project_words WHERE word IN (SELECT value FROM json_each(?))",
-                              (encode_json(sorted(names)),)).fetchall()
+            for start in range(0, len(sought), _WORDS_A_QUERY):
+                chunk = sought[start:start + _WORDS_A_QUERY]
+                held += db.execute(f"SELECT word FROM project_words WHERE word IN ({','.join('?' * len(chunk))})",
+                                   chunk).fetchall()
         except (sqlite3.Error, MemoryError):
             return None
         return {word for word, in held if isinstance(word, str)}
@@ -515,7 +534,7 @@ class SummaryCache:
         known = (self._known or {}).get(path)
         return known[0] if known is not None and known[1] == key else None
 
-    def _store(self, statements: list[tuple[str, tuple]]) -> bool:
+    def _store(self, statements: list[tuple[str, object]]) -> bool:
         """Run ``statements`` in one transaction, in a new file where the old one is not ours; whether they were."""
         try:
             if self._connection() is None or self._rewrite:
@@ -525,7 +544,7 @@ class SummaryCache:
             db.execute("BEGIN IMMEDIATE")
             try:
                 for query, args in statements:
-                    db.execute(query, args)
+                    _run(db, query, args)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -535,7 +554,7 @@ class SummaryCache:
             warn(f"cannot write cache {self.path}: {exc}")
             return False
 
-    def _replace_file(self, statements: list[tuple[str, tuple]]) -> None:
+    def _replace_file(self, statements: list[tuple[str, object]]) -> None:
         """A new cache file with ``statements`` run on it, put in place whole (never half a file)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         ignore_in_git(self.folder)
@@ -550,7 +569,7 @@ class SummaryCache:
                     db.execute(sql)
                 db.execute("INSERT INTO facts VALUES ('format', ?)", (CACHE_FORMAT,))
                 for query, args in statements:
-                    db.execute(query, args)
+                    _run(db, query, args)
                 db.execute("COMMIT")
             finally:
                 db.close()
@@ -811,6 +830,14 @@ def row_words(text: str) -> str:
     of them where ``' name '`` is in them (``rows_mentioning``). Taken in the workers: about a second of CPU on
     sglang."""
     return f" {b' '.join(sorted(_word_bytes(text))).decode('ascii')} "
+
+
+def _run(db: sqlite3.Connection, query: str, args) -> None:
+    """One statement of ``SummaryCache._store``: once, or once a row (``_Rows``)."""
+    if isinstance(args, _Rows):
+        db.executemany(query, args.rows)
+    else:
+        db.execute(query, args)
 
 
 def encode_json(data) -> str:

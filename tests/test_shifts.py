@@ -697,3 +697,36 @@ def test_the_projects_words_of_another_shape_make_a_carry_read_the_rows(tmp_path
     workspace = root / "engine" / "workspace.py"
     workspace.write_text(workspace.read_text() + "_nobody_reads_this = 1\n")
     assert _carried_as_fresh(root) and read == [["_nobody_reads_this"]]
+
+
+def test_words_added_to_words_another_run_replaced_meanwhile_are_not_named_by_their_id(tmp_path):
+    """Two runs at once: one adds its new words to those it read, the other replaces them in between. The adding run's
+    words (and their id) are not kept, or the id would name words the table no longer holds: a carry then reads the
+    rows. Added to the words it read, they are kept."""
+    from lints.summary_cache import KeptWords, SummaryCache
+
+    folder = tmp_path / "cache"
+    SummaryCache(folder).save_results("d", [], {}, [], None, KeptWords("first", {"a", "b"}))
+    adding, replacing = SummaryCache(folder), SummaryCache(folder)
+    assert adding.words_held("first", ["a", "new"]) == {"a"}
+    replacing.save_results("d", [], {}, [], None, KeptWords("other", {"x"}))
+    adding.save_results("d", [], {}, [], None, KeptWords("added", {"new"}, added_to="first"))
+    assert SummaryCache(folder).words_held("added", ["a"]) is None
+    assert SummaryCache(folder).words_held("other", ["a", "new", "x"]) == {"x"}
+    SummaryCache(folder).save_results("d", [], {}, [], None, KeptWords("more", {"y"}, added_to="other"))
+    assert SummaryCache(folder).words_held("more", ["a", "x", "y"]) == {"x", "y"}
+
+
+def test_results_naming_their_files_in_a_shape_of_another_kind_are_analysed_afresh_not_a_crash(tmp_path):
+    """A planted or garbled list of what the results were made of (a list where a key should be): the next analysis
+    recomputes the project's words, and gives what a fresh one gives."""
+    root = write_package(tmp_path / "repo", REVERSE)
+    _lint(root)
+    (database,) = (root / ".gradmode_cache").rglob("cache.sqlite3")
+    results = cache_fact(database.parent, "results")
+    results["made_of"]["files"][1][2] = [1]
+    write_cache_fact(database.parent, "results", results)
+    runner = root / "engine" / "runner.py"
+    runner.write_text(runner.read_text() + "def helper_added_later():\n    return torch.zeros(3)\n")
+    run, fresh = _lint(root), _lint(root, use_cache=False)
+    assert run.analysis is not None and _everything(run) == _everything(fresh)
