@@ -17,7 +17,10 @@ and times on those files, in turn:
 
 With ``--before COMMIT``, ``cli`` and ``flake8+GM`` also run with ``lints/`` of that commit (``git archive``) on
 PYTHONPATH, in the same rounds; its flake8 is one whose plugins are that commit's entry points
-(``.bench/venvs/flake8-at-SHA``, made with pip on the first run). Each command has a cache folder of its own
+(``.bench/venvs/flake8-at-SHA``, made with pip on the first run), or with ``--before-flake8 this`` this venv's
+(where the commit declares the same entry points: then both ratios are to the same ``flake8 E,F,W``, like for like;
+a venv of its own lists fewer installed distributions). Each ratio is also given as the median of the rounds'
+ratios (``paired``). Each command has a cache folder of its own
 (shared, the CLI's run would leave flake8 nothing to do). Prints each command's median wall seconds and its
 ratio to bare flake8 (issue 33's targets: the CLI at most 1.5x bare flake8; ``flake8+GM`` at most 1.3x
 ``flake8 E,F,W``).
@@ -89,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", default=None, help="a commit whose lints/ runs beside this checkout's")
+    parser.add_argument("--before-flake8", choices=("own", "this"), default="own",
+                        help="the commit's flake8: a venv with its entry points (own), or this venv's (this)")
     args = parser.parse_args(argv)
     corpus.ensure(args.tree)
     package = corpus.CORPORA[args.tree][2]
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             caches = Path(scratch) / f"caches-{tool.name}"  # the CLI's and flake8's apart: each sees every edit
             commands[f"cli{suffix}"] = ([sys.executable, "-m", "lints", *chosen, "-q", "--cache-dir",
                                          str(caches / "cli")], tool_env)
-            its_flake8 = flake8_at(args.before) if suffix else flake8
+            its_flake8 = flake8_at(args.before) if suffix and args.before_flake8 == "own" else flake8
             commands[f"flake8+GM{suffix}"] = ([str(its_flake8), "--isolated", "--select", "E,F,W,GM", *chosen],
                                               dict(tool_env, GRADMODE_CACHE_DIR=str(caches / "flake8")))
         commands["flake8 E,F,W"] = ([str(flake8), "--isolated", "--select", "E,F,W", *chosen],
@@ -136,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{median / base:6.2f}x bare flake8")
         for suffix in tools:
             gm = statistics.median(times[f"flake8+GM{suffix}"]) / statistics.median(times["flake8 E,F,W"])
-            print(f"  flake8+GM{suffix} / flake8 E,F,W: {gm:.2f}x")
+            paired = statistics.median(a / b for a, b in zip(times[f"flake8+GM{suffix}"], times["flake8 E,F,W"]))
+            print(f"  flake8+GM{suffix} / flake8 E,F,W: {gm:.2f}x (paired {paired:.2f}x)")
     return 0
 
 
