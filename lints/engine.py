@@ -94,19 +94,19 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
         entries.append(entry)
         if read_keys:
             status = stats.get(path) if stats is not None else None
-            if last_files is not None and status is not None and last_files[index][2] == file_stamp(status, max_bytes):
-                entry.key, entry.stamp = last_files[index][3], last_files[index][2]
+            was = last_files[index] if last_files is not None else None
+            if was is not None and status is not None and was.stamp == file_stamp(status, max_bytes):
+                entry.key, entry.stamp = was.key, was.stamp
             else:
                 unknown.append(entry)
     if unknown:
         known = cache.known_keys_of([entry.path for entry in unknown]) if cache is not None else None
-        remembered = dict(known) if known is not None else {}
         for entry in unknown:
             entry.key = content_key(entry.path, max_bytes, known, stats.get(entry.path) if stats is not None else None)
             kept = known.get(entry.path) if known is not None else None
             entry.stamp = kept[0] if kept is not None and kept[1] == entry.key else None
-        if cache is not None and known is not None:
-            cache.remember_keys({path: value for path, value in known.items() if remembered.get(path) != value})
+        if known:  # with what ``content_key`` learnt (the save writes only the stamps that differ from the rows')
+            cache.remember_keys(known)
     return entries
 
 
@@ -120,10 +120,18 @@ _PACKAGE_ENDS = tuple(sep + name for sep in dict.fromkeys([os.sep, os.altsep or 
                       for name in ("__init__.py", "__init__"))
 
 
-def _last_files(files: list[str], root: str, last: Optional[dict]
-                ) -> Optional[list[tuple[str, bool, Optional[str], Optional[str]]]]:
-    """(module, is package, stamp, key) of each of ``files`` as the last results had them, where they named these very
-    files from the same folders (``module_names_for``: 8 ms of a carry on sglang); None otherwise."""
+class _LastFile(NamedTuple):
+    """A file as the last results had it (``_made_of``)."""
+
+    module: str
+    is_package: bool
+    stamp: Optional[str]  # the stamp its key stood for (None: none settled, or of another shape)
+    key: Optional[str]
+
+
+def _last_files(files: list[str], root: str, last: Optional[dict]) -> Optional[list[_LastFile]]:
+    """Each of ``files`` as the last results had it, where they named these very files from the same folders
+    (``module_names_for``: 8 ms of a carry on sglang); None otherwise."""
     named = last.get("files") if isinstance(last, dict) and last.get("named_from") == _named_from(root) else None
     if not isinstance(named, list) or len(named) != len(files):
         return None
@@ -133,8 +141,8 @@ def _last_files(files: list[str], root: str, last: Optional[dict]
             return None
         stamp, key = entry[3], entry[2]
         known = type(stamp) is str and type(key) is str
-        found.append((entry[1], path.endswith(_PACKAGE_ENDS) or path in ("__init__.py", "__init__"),
-                      stamp if known else None, key if known else None))
+        found.append(_LastFile(entry[1], path.endswith(_PACKAGE_ENDS) or path in ("__init__.py", "__init__"),
+                               stamp if known else None, key if known else None))
     return found
 
 
