@@ -52,7 +52,7 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
                   overrides: Optional[dict[str, str]] = None, read_keys: bool = True,
                   max_bytes: int = MAX_FILE_BYTES, cache: Optional[SummaryCache] = None,
                   walked: Optional[list[str]] = None,
-                  stats: Optional[dict[str, Optional[os.stat_result]]] = None,
+                  stats: Optional[FileStats] = None,
                   last: Optional[dict] = None) -> list[ProjectFile]:
     """``cache``: the stamps its rows keep (``known_keys``), where a file's key need not be read again; ``walked``:
     what ``project_walk(root, config)`` found already; ``stats``: what ``file_stats`` took of its files (a file it
@@ -82,27 +82,33 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
             spelt.add(path)
         elif overrides and path in overrides:
             files[where[absolute]] = path
+    last_files = _last_files(files, root, last)
+    if last_files is not None:
+        modules, was_keys, was_stamps = last_files
+        packages = [path.endswith(_PACKAGE_ENDS) or path in ("__init__.py", "__init__") for path in files]
+    else:
+        named = module_names_for(files, import_root(root))
+        modules, packages = [name[0] for name in named], [name[1] for name in named]
+        was_keys = was_stamps = [None] * len(files)
+    stamps = stats.stamps if stats is not None and read_keys else {}
+    overrides = overrides or {}
     entries = []
     unknown = []  # the files whose key is read or remembered by the rows
-    last_files = _last_files(files, root, last)
-    for index, (path, (module, is_package, *_)) in enumerate(zip(files, last_files or module_names_for(
-            files, import_root(root)))):
-        if overrides and path in overrides:
+    # one pass of few steps: sglang's 4,719 files
+    for path, module, is_package, was_key, was_stamp in zip(files, modules, packages, was_keys, was_stamps):
+        if path in overrides:
             entries.append(ProjectFile(path, module, is_package, text_key(path, overrides[path], max_bytes)))
-            continue
-        entry = ProjectFile(path, module, is_package, None)
-        entries.append(entry)
-        if read_keys:
-            status = stats.get(path) if stats is not None else None
-            was = last_files[index] if last_files is not None else None
-            if was is not None and status is not None and was.stamp == file_stamp(status, max_bytes):
-                entry.key, entry.stamp = was.key, was.stamp
-            else:
+        elif was_stamp is not None and was_stamp == stamps.get(path):
+            entries.append(ProjectFile(path, module, is_package, was_key, was_stamp))
+        else:
+            entry = ProjectFile(path, module, is_package, None)
+            entries.append(entry)
+            if read_keys:
                 unknown.append(entry)
     if unknown:
         known = cache.known_keys_of([entry.path for entry in unknown]) if cache is not None else None
         for entry in unknown:
-            entry.key = content_key(entry.path, max_bytes, known, stats.get(entry.path) if stats is not None else None)
+            entry.key = content_key(entry.path, max_bytes, known)
             kept = known.get(entry.path) if known is not None else None
             entry.stamp = kept[0] if kept is not None and kept[1] == entry.key else None
         if known:  # with what ``content_key`` learnt (the save writes only the stamps that differ from the rows')
@@ -120,30 +126,27 @@ _PACKAGE_ENDS = tuple(sep + name for sep in dict.fromkeys([os.sep, os.altsep or 
                       for name in ("__init__.py", "__init__"))
 
 
-class _LastFile(NamedTuple):
-    """A file as the last results had it (``_made_of``)."""
+class _LastFiles(NamedTuple):
+    """The files as the last results had them (``_made_of``), column by column, in the order of the walk."""
 
-    module: str
-    is_package: bool
-    stamp: Optional[str]  # the stamp its key stood for (None: none settled, or of another shape)
-    key: Optional[str]
+    modules: list[str]
+    keys: list[Optional[str]]
+    stamps: list[Optional[str]]  # the stamp each key stood for (None: none settled, or of another shape)
 
 
-def _last_files(files: list[str], root: str, last: Optional[dict]) -> Optional[list[_LastFile]]:
-    """Each of ``files`` as the last results had it, where they named these very files from the same folders
+def _last_files(files: list[str], root: str, last: Optional[dict]) -> Optional[_LastFiles]:
+    """``files`` as the last results had them, where they named these very files from the same folders
     (``module_names_for``: 8 ms of a carry on sglang); None otherwise."""
     named = last.get("files") if isinstance(last, dict) and last.get("named_from") == _named_from(root) else None
-    if not isinstance(named, list) or len(named) != len(files):
+    if not isinstance(named, list) or len(named) != len(files) or not all(
+            type(entry) is list and len(entry) == 4 for entry in named):
         return None
-    found = []
-    for path, entry in zip(files, named):
-        if not (isinstance(entry, list) and len(entry) == 4 and entry[0] == path and isinstance(entry[1], str)):
-            return None
-        stamp, key = entry[3], entry[2]
-        known = type(stamp) is str and type(key) is str
-        found.append(_LastFile(entry[1], path.endswith(_PACKAGE_ENDS) or path in ("__init__.py", "__init__"),
-                               stamp if known else None, key if known else None))
-    return found
+    paths, modules, keys, stamps = (list(column) for column in zip(*named)) if named else ([], [], [], [])
+    if paths != files or not all(type(module) is str for module in modules):
+        return None
+    known = [type(stamp) is str and type(key) is str for key, stamp in zip(keys, stamps)]
+    return _LastFiles(modules, [key if ok else None for key, ok in zip(keys, known)],
+                      [stamp if ok else None for stamp, ok in zip(stamps, known)])
 
 
 def project_walk(root: str, config: Config) -> list[str]:
@@ -198,23 +201,42 @@ def _respelt_below(path: str, root: str, top: Optional[str] = None) -> str:
     return os.path.normpath(os.path.join(root, absolute[len(top):].lstrip(os.sep)))
 
 
-def _source_bytes(paths: Sequence[str], overrides: dict[str, str],
-                  stats: Optional[dict[str, Optional[os.stat_result]]] = None) -> int:
-    """The size of the project's source: a stat per file (sglang's 4,719 files: about 10 ms), or what ``stats``
-    (``file_stats``) took already."""
+def _source_bytes(paths: Sequence[str], overrides: dict[str, str]) -> int:
+    """The size of the project's source: a stat per file (sglang's 4,719 files: about 10 ms)."""
     total = 0
     for path in dict.fromkeys(paths):
         if path in overrides:
             total += len(overrides[path])
             continue
-        status = stats.get(path) if stats is not None else _stat_or_none(path)
+        status = _stat_or_none(path)
         total += status.st_size if status is not None else 0
     return total
 
 
-def file_stats(paths: Sequence[str]) -> dict[str, Optional[os.stat_result]]:
-    """Each path's ``os.stat`` (None where it fails), taken once for both the source's size and the files' stamps."""
-    return {path: _stat_or_none(path) for path in paths}
+class FileStats(NamedTuple):
+    """What ``file_stats`` took of the project's files, one stat each."""
+
+    stamps: dict[str, Optional[str]]  # path -> its ``file_stamp`` (None where it cannot be taken)
+    source_bytes: int  # as ``_source_bytes`` counts it
+
+
+def file_stats(paths: Sequence[str], overrides: dict[str, str], max_bytes: int) -> FileStats:
+    """Each path's stamp and the source's size from one ``os.stat`` a file. A stamp is kept, not the stat: 4,719 of
+    them were 3 MB of memory a forked run faults in."""
+    stamps: dict[str, Optional[str]] = {}
+    total = 0
+    for path in paths:
+        if path in stamps:
+            continue
+        try:
+            status = os.stat(path)
+        except (OSError, ValueError):
+            stamps[path] = None
+            total += len(overrides[path]) if path in overrides else 0
+            continue
+        stamps[path] = file_stamp(status, max_bytes)
+        total += len(overrides[path]) if path in overrides else status.st_size
+    return FileStats(stamps, total)
 
 
 def _stat_or_none(path: str) -> Optional[os.stat_result]:
@@ -270,9 +292,9 @@ def _base_digest(config: Config, max_bytes: int) -> str:
 def _digest(base: str, entries: list[ProjectFile]) -> str:
     """The results' key: ``_base_digest`` and each file's path, module name and content key."""
     h = hashlib.sha256(base.encode())
-    for entry in entries:
-        # paths as the file system gave them: a name that is not UTF-8 comes with lone surrogates
-        h.update(f"|{entry.path}|{entry.module}|{entry.key}".encode("utf-8", "surrogateescape"))
+    # paths as the file system gave them: a name that is not UTF-8 comes with lone surrogates
+    h.update("".join([f"|{entry.path}|{entry.module}|{entry.key}" for entry in entries]).encode(
+        "utf-8", "surrogateescape"))
     return h.hexdigest()
 
 
@@ -382,13 +404,13 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], base: str, m
     before = made_of.get("files")
     if not isinstance(before, list) or len(before) != len(entries):
         return None
-    changed: list[tuple[ProjectFile, str]] = []
-    for entry, was in zip(entries, before):
-        if not (isinstance(was, list) and len(was) == 4 and was[0] == entry.path and was[1] == entry.module
-                and isinstance(was[2], str)):
-            return None
-        if was[2] != entry.key:
-            changed.append((entry, was[2]))
+    if not all(type(was) is list and len(was) == 4 for was in before):
+        return None
+    paths, modules, keys, _ = zip(*before) if before else ((), (), (), ())
+    if list(paths) != [entry.path for entry in entries] or list(modules) != [entry.module for entry in entries] \
+            or not all(type(key) is str for key in keys):
+        return None
+    changed = [(entry, key) for entry, key in zip(entries, keys) if key != entry.key]
     errors = last.get("errors")
     if not changed or len(changed) > MOVED_FILES_MAX or not isinstance(errors, dict) or any(
             entry.path in errors or not key for entry, key in changed):
@@ -570,9 +592,10 @@ def lint_project(paths: Sequence[str], config: Config, jobs: int = 1, cache_dir:
             if not same_walk:
                 walked = project_walk(root, config)
             read_keys = cache is not None and not cache.is_empty()
-            stats = file_stats([*walked, *extra]) if read_keys else None
+            stats = file_stats([*walked, *extra], overrides, max_bytes) if read_keys else None
             if cache is not None and cache.reads_a_file():  # before its stamps are read (``known_keys``)
-                cache.limit_to_sources(_source_bytes([*walked, *extra], overrides, stats))
+                cache.limit_to_sources(stats.source_bytes if stats is not None else
+                                       _source_bytes([*walked, *extra], overrides))
             last = cache.last_results() if read_keys else None
             entries = project_files(root, config, extra, overrides, read_keys=read_keys, max_bytes=max_bytes,
                                     cache=cache, walked=walked,
