@@ -1063,3 +1063,57 @@ def test_a_projects_config_is_read_once_a_run_and_afresh_by_the_next(tmp_path, m
         with pytest.raises(ConfigError):
             GradModeChecker.config_for(str(tmp_path))
     assert len(reads) == 3
+
+
+def test_the_largest_files_are_checked_first_only_where_each_given_path_is_a_file(tmp_path):
+    """flake8's workers each wait at the end of their first file for the background analysis; checking the largest
+    first does the most work meanwhile and leaves the smallest to even out at the end. Only a list of files is
+    reordered (equal sizes keep their order); a folder, a path that is gone, or two files leave it as it is."""
+    from lints.flake8_plugin import _largest_first
+
+    for name, size in (("small.py", 10), ("big.py", 300), ("mid.py", 100), ("big_too.py", 300)):
+        (tmp_path / name).write_text("x" * size)
+    (tmp_path / "pkg").mkdir()
+    files = [str(tmp_path / n) for n in ("small.py", "big.py", "mid.py", "big_too.py")]
+    reordered = list(files)
+    _largest_first(reordered)
+    assert [os.path.basename(f) for f in reordered] == ["big.py", "big_too.py", "mid.py", "small.py"]
+    for kept in ([*files, str(tmp_path / "pkg")], [*files, str(tmp_path / "gone.py")], files[:2]):
+        before = list(kept)
+        _largest_first(kept)
+        assert kept == before
+
+
+def test_flake8_reorders_its_files_only_where_the_background_analysis_runs(tmp_path, monkeypatch):
+    """The order is changed in flake8's own list of files, in its main process, where a background analysis starts
+    (several files, several jobs, a GM code on)."""
+    from types import SimpleNamespace
+
+    from lints.flake8_plugin import GradModeChecker
+
+    for state in ("overrides", "explicit_config", "enabled", "_by_root", "_prefetching", "_named", "_groups",
+                  "_loose_folders", "_locator", "_config_files", "_configs", "_stdin_name"):
+        monkeypatch.setattr(GradModeChecker, state, getattr(GradModeChecker, state))  # as they were, afterwards
+    started = []
+    monkeypatch.setattr(GradModeChecker, "_start_prefetch", classmethod(lambda cls, names: started.append(names)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    write_package(tmp_path, PACKAGE)
+    monkeypatch.chdir(tmp_path)
+    given = ["pkg/kernels.py", "pkg/warm.py", "pkg/pool.py"]
+    by_size = sorted(given, key=lambda f: -os.path.getsize(f))
+    assert by_size != given
+    for select, jobs, expected in ((["E", "GM"], SimpleNamespace(is_auto=True, n_jobs=2), by_size),
+                                   (["E", "F"], SimpleNamespace(is_auto=True, n_jobs=2), given),
+                                   (["GM"], SimpleNamespace(is_auto=False, n_jobs=1), given)):
+        options = SimpleNamespace(select=select, jobs=jobs, filenames=list(given))
+        GradModeChecker.parse_options(options)
+        assert options.filenames == expected, (select, jobs)
+    assert started == [by_size]
+
+
+def test_flake8_reports_the_same_whatever_order_it_is_given_the_files_in(tmp_path):
+    write_package(tmp_path, PACKAGE)
+    given = ["pkg/kernels.py", "pkg/pool.py", "pkg/warm.py", "pkg/layer.py"]
+    runs = [_without_cache_env("flake8", "-j", "2", "--select", "E,F,W,GM", *order, cwd=tmp_path).stdout
+            for order in (given, given[::-1])]
+    assert runs[0] == runs[1] and "GM1" in runs[0], runs
