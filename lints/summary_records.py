@@ -138,6 +138,7 @@ def with_records(summary: dict) -> dict:
     now (NOTES, "Memory" and "Under 2 GB"); sglang 0.5.23's rows decode in 3.9-4.1 s of CPU, JSON included (3.0-3.15
     s before the function dicts, inner leaves, arguments, keywords and lists were shared).
     Records of any other shape raise, as before; a leaf of any other shape is kept as it is."""
+    _made_tables()
     leaf = _shared_leaf
     empty = _EMPTY_LIST
     text = _STRINGS.setdefault
@@ -251,8 +252,15 @@ _CLAUSES = SharedObjects(1 << 18)  # clauses of tests, each literal spelt name= 
 _SHARED_TABLES = (_NAMES, _CONSTANTS, _ARGUMENTS, _KEYWORDS, _STRINGS, _TEXT_LISTS, _CLAUSES)
 _name_of, _constant_of = _NAMES.setdefault, _CONSTANTS.setdefault
 # Made once and never added to: a garbled `True` for 1 gets 1, and nothing of it reaches another summary.
-_NUMBERS = {n: n for n in range(1 << 13)}  # lines (CPython shares only -5..256; a table made in 0.5 ms)
-_CALL_RESULTS = {n: ["c", n] for n in range(1 << 10)}  # call index -> ["c", index]
+# made at the first decoding (about 1 ms), not at import: a run that carries its findings decodes no row with records
+_NUMBERS: dict[int, int] = {}  # lines (CPython shares only -5..256)
+_CALL_RESULTS: dict[int, list] = {}  # call index -> ["c", index]
+
+
+def _made_tables() -> None:
+    if not _NUMBERS:
+        _NUMBERS.update((n, n) for n in range(1 << 13))
+        _CALL_RESULTS.update((n, ["c", n]) for n in range(1 << 10))
 _ALONE = {"f": ["f"], "?": ["?"]}
 
 
