@@ -108,7 +108,7 @@ def project_files(root: str, config: Config, extra: Sequence[str] = (),
     if unknown:
         known = cache.known_keys_of([entry.path for entry in unknown]) if cache is not None else None
         for entry in unknown:
-            entry.key = content_key(entry.path, max_bytes, known)
+            entry.key = content_key(entry.path, max_bytes, known, stamps.get(entry.path))
             kept = known.get(entry.path) if known is not None else None
             entry.stamp = kept[0] if kept is not None and kept[1] == entry.key else None
         if known:  # with what ``content_key`` learnt (the save writes only the stamps that differ from the rows')

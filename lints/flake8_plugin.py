@@ -458,11 +458,14 @@ class GradModeChecker:
 def _largest_first(filenames: list[str]) -> None:
     """flake8's files, in place, largest first (where each is a file): each worker's first file waits at its end for
     the background analysis, and the files left then are shared out one at a time, so the work done meanwhile is
-    largest and what is left evens out (longest processing time first). flake8 sorts its report by file name, so
-    nothing it prints changes."""
+    largest and what is left evens out (longest processing time first). flake8 6 and later sort their report by file
+    name, so nothing they print changes; flake8 5 reports in the order checked, and hands its workers chunks of files:
+    its order is left as it is."""
     import stat
 
-    if len(filenames) < 3:  # one file each for two workers at most: no order to choose
+    import flake8
+
+    if len(filenames) < 3 or tuple(flake8.__version_info__) < (6,):  # 2 files: one each for two workers
         return
     try:
         sizes = {name: os.stat(name) for name in filenames}

@@ -48,19 +48,18 @@ def text_key(path: str, text: str, max_bytes: int = MAX_FILE_BYTES) -> str:
 
 
 def content_key(path: str, max_bytes: int = MAX_FILE_BYTES, known: Optional[dict] = None,
-                status: Optional[os.stat_result] = None) -> str:
+                stamp: Optional[str] = None) -> str:
     """The hash the caches compare a file by; "" when it cannot be read (or is no regular file, or is
     over ``max_bytes``: its cached summary must not stand in for the error summarising it gives).
     ``known``: path -> (stamp, key) from earlier calls of a long-lived process (the language server),
-    where a file whose size, times and inode are as they were is not read again; ``status``: the file's
-    ``os.stat``, where the caller took it already (one stat per file and run)."""
-    stamp = status_now = None
+    where a file whose size, times and inode are as they were is not read again; ``stamp``: the file's
+    ``file_stamp``, where the caller took it already (one stat per file and run)."""
     if known is not None:
-        try:
-            status_now = status if status is not None else os.stat(path)
-            stamp = file_stamp(status_now, max_bytes)
-        except (OSError, ValueError):
-            return ""
+        if stamp is None:
+            try:
+                stamp = file_stamp(os.stat(path), max_bytes)
+            except (OSError, ValueError):
+                return ""
         remembered = known.get(path)
         if remembered is not None and remembered[0] == stamp:
             return remembered[1]
@@ -70,9 +69,15 @@ def content_key(path: str, max_bytes: int = MAX_FILE_BYTES, known: Optional[dict
             key = file_key(raw) if os.path.isfile(path) and len(raw) <= max_bytes else ""
     except OSError:
         return ""
-    if stamp is not None and key and settled(status_now.st_mtime_ns, status_now.st_ctime_ns):
+    if known is not None and key and _settled_stamp(stamp):
         known[path] = (stamp, key)
     return key
+
+
+def _settled_stamp(stamp: str) -> bool:
+    """``settled`` of the times a ``file_stamp`` holds."""
+    _, mtime_ns, ctime_ns, *_ = stamp[1:-1].split(",")
+    return settled(int(mtime_ns), int(ctime_ns))
 
 
 def file_stamp(status: os.stat_result, max_bytes: int) -> str:

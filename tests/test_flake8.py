@@ -1089,6 +1089,8 @@ def test_flake8_reorders_its_files_only_where_the_background_analysis_runs(tmp_p
     (several files, several jobs, a GM code on)."""
     from types import SimpleNamespace
 
+    import flake8
+
     from lints.flake8_plugin import GradModeChecker
 
     for state in ("overrides", "explicit_config", "enabled", "_by_root", "_prefetching", "_named", "_groups",
@@ -1109,11 +1111,20 @@ def test_flake8_reorders_its_files_only_where_the_background_analysis_runs(tmp_p
         GradModeChecker.parse_options(options)
         assert options.filenames == expected, (select, jobs)
     assert started == [by_size]
+    # flake8 5 reports files in the order it checks them (6 sorts its report by name): its order stays
+    monkeypatch.setattr(flake8, "__version_info__", (5, 0, 4))
+    options = SimpleNamespace(select=["GM"], jobs=SimpleNamespace(is_auto=True, n_jobs=2), filenames=list(given))
+    GradModeChecker.parse_options(options)
+    assert options.filenames == given and started[-1] == given
 
 
-def test_flake8_reports_the_same_whatever_order_it_is_given_the_files_in(tmp_path):
+def test_flake8_reports_by_file_name_whatever_order_its_workers_check_the_files_in(tmp_path):
+    """In parallel the plugin has flake8 check the largest file first; the report is the one a serial run (which
+    keeps the order given) prints, file by file in name order."""
     write_package(tmp_path, PACKAGE)
     given = ["pkg/kernels.py", "pkg/pool.py", "pkg/warm.py", "pkg/layer.py"]
-    runs = [_without_cache_env("flake8", "-j", "2", "--select", "E,F,W,GM", *order, cwd=tmp_path).stdout
-            for order in (given, given[::-1])]
-    assert runs[0] == runs[1] and "GM1" in runs[0], runs
+    assert sorted(given, key=lambda f: -(tmp_path / f).stat().st_size) != given
+    serial, parallel = (_without_cache_env("flake8", "-j", jobs, "--select", "E,F,W,GM", *given, cwd=tmp_path).stdout
+                        for jobs in ("1", "2"))
+    paths = [line.split(":")[0] for line in parallel.splitlines()]
+    assert parallel == serial and "GM1" in parallel and paths == sorted(paths) and len(set(paths)) > 1, parallel
