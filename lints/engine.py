@@ -137,16 +137,25 @@ class _LastFiles(NamedTuple):
 def _last_files(files: list[str], root: str, last: Optional[dict]) -> Optional[_LastFiles]:
     """``files`` as the last results had them, where they named these very files from the same folders
     (``module_names_for``: 8 ms of a carry on sglang); None otherwise."""
-    named = last.get("files") if isinstance(last, dict) and last.get("named_from") == _named_from(root) else None
-    if not isinstance(named, list) or len(named) != len(files) or not all(
-            type(entry) is list and len(entry) == 4 for entry in named):
+    columns = _file_columns(last.get("files")) if isinstance(last, dict) and last.get("named_from") == _named_from(
+        root) else None
+    if columns is None:
         return None
-    paths, modules, keys, stamps = (list(column) for column in zip(*named)) if named else ([], [], [], [])
+    paths, modules, keys, stamps = columns
     if paths != files or not all(type(module) is str for module in modules):
         return None
     known = [type(stamp) is str and type(key) is str for key, stamp in zip(keys, stamps)]
     return _LastFiles(modules, [key if ok else None for key, ok in zip(keys, known)],
                       [stamp if ok else None for stamp, ok in zip(stamps, known)])
+
+
+def _file_columns(files: object) -> Optional[tuple[list, list, list, list]]:
+    """The last results' files (``_made_of``: [path, module, key, stamp] each) as four columns; None for a list of any
+    other shape (the results are the checkout's to plant)."""
+    if not isinstance(files, list) or not all(type(entry) is list and len(entry) == 4 for entry in files):
+        return None
+    paths, modules, keys, stamps = (list(column) for column in zip(*files)) if files else ([], [], [], [])
+    return paths, modules, keys, stamps
 
 
 def project_walk(root: str, config: Config) -> list[str]:
@@ -401,13 +410,11 @@ def _moved_results(cache: SummaryCache, entries: list[ProjectFile], base: str, m
     made_of = last.get("made_of") if last is not None else None
     if not isinstance(made_of, dict) or made_of.get("base") != base:
         return None
-    before = made_of.get("files")
-    if not isinstance(before, list) or len(before) != len(entries):
+    columns = _file_columns(made_of.get("files"))
+    if columns is None:
         return None
-    if not all(type(was) is list and len(was) == 4 for was in before):
-        return None
-    paths, modules, keys, _ = zip(*before) if before else ((), (), (), ())
-    if list(paths) != [entry.path for entry in entries] or list(modules) != [entry.module for entry in entries] \
+    paths, modules, keys, _ = columns
+    if paths != [entry.path for entry in entries] or modules != [entry.module for entry in entries] \
             or not all(type(key) is str for key in keys):
         return None
     changed = [(entry, key) for entry, key in zip(entries, keys) if key != entry.key]
